@@ -1,0 +1,337 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, moeops.inference contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: gpu_facts
+short_description: Read the NVIDIA GPUs of a host and how they are linked
+version_added: 0.1.0
+description:
+  - Sets C(ansible_facts.nvidia_gpu) to the GPUs of the managed node, every GPU pair's path and P2P status,
+    and an O(ignore:interconnect) summary that the C(moeops.inference.nccl_env) filter turns into NCCL settings.
+  - Reads through NVML (nvidia-ml-py), through C(nvidia-smi), or replays a snapshot file written earlier by O(dump).
+  - Fields a backend cannot read are null and listed in C(unavailable) with the reason; they never fail the module.
+  - The snapshot format is versioned by C(schema_version) and documented in C(docs/snapshot-format.md) of the collection.
+author:
+  - moeops.inference contributors
+requirements:
+  - nvidia-ml-py on the managed node for O(backend=nvml) (the default under O(backend=auto) when it imports and the driver answers).
+  - C(nvidia-smi) on the managed node for O(backend=nvidia_smi).
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.facts
+attributes:
+  check_mode:
+    support: full
+    details: The module only reads. In check mode the O(dump) file is not written; RV(changed) says whether it would be.
+  diff_mode:
+    support: none
+  facts:
+    support: full
+options:
+  backend:
+    description:
+      - Where to read from.
+      - V(auto) uses NVML when nvidia-ml-py imports and the driver answers, else C(nvidia-smi) when it is on the path,
+        else reports no GPU (backend C(none)).
+      - V(snapshot) replays O(snapshot).
+    type: str
+    choices: [auto, nvml, nvidia_smi, snapshot]
+    default: auto
+  snapshot:
+    description:
+      - Absolute path of a snapshot JSON file on the managed node. Required with O(backend=snapshot).
+    type: path
+  dump:
+    description:
+      - Absolute path on the managed node to write what was read, as a snapshot that O(backend=snapshot) can replay elsewhere.
+      - Written only when its content would change.
+    type: path
+  dump_description:
+    description:
+      - Free text stored in the snapshot's C(description), for example the machine it came from.
+    type: str
+    default: ""
+  required:
+    description:
+      - Fail when no GPU can be read, naming what is missing (no driver loaded, nvidia-ml-py absent, nvidia-smi absent).
+      - When V(false), a host without GPUs gets C(count=0) and C(backend=none).
+    type: bool
+    default: false
+notes:
+  - NVML's P2P status is queried with plain integer indexes; pynvml's C(NVML_P2P_CAPS_INDEX_READ) is the tuple C((0,)).
+  - C(numa_node) is the CPU-side NUMA node the GPU hangs off (NVML memory affinity, else sysfs; C(nvidia-smi topo -m)'s
+    NUMA Affinity). C(gpu_numa_id) is the GPU's own NUMA node on coherent systems and is usually null on PCIe GPUs.
+seealso:
+  - name: NVML API reference
+    description: The calls the nvml backend makes.
+    link: https://docs.nvidia.com/deploy/nvml-api/
+"""
+
+EXAMPLES = r"""
+- name: Read the GPUs
+  moeops.inference.gpu_facts:
+
+- name: Read the GPUs and keep a snapshot to replay in tests
+  moeops.inference.gpu_facts:
+    backend: nvml
+    dump: /var/tmp/gpu-snapshot.json
+    dump_description: lab box 3, 8x RTX PRO 6000
+
+- name: Replay a saved topology (simulated workstation)
+  moeops.inference.gpu_facts:
+    backend: snapshot
+    snapshot: /etc/moeops/gpu-snapshot.json
+
+- name: Stop here on a host that must have GPUs
+  moeops.inference.gpu_facts:
+    required: true
+
+- name: Show the NCCL settings this topology calls for
+  ansible.builtin.debug:
+    msg: "{{ ansible_facts.nvidia_gpu | moeops.inference.nccl_env }}"
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts set by the module.
+  returned: always
+  type: dict
+  contains:
+    nvidia_gpu:
+      description: The GPUs and their links.
+      returned: always
+      type: dict
+      contains:
+        schema_version:
+          description: Version of this layout and of the snapshot format.
+          type: int
+          sample: 1
+        backend:
+          description: What was read. V(none) when no GPU could be read.
+          type: str
+          choices: [nvml, nvidia_smi, snapshot, none]
+          sample: nvml
+        count:
+          description: Number of GPUs.
+          type: int
+          sample: 8
+        driver_version:
+          description: NVIDIA driver version.
+          type: str
+          sample: "580.159.04"
+        cuda_driver_version:
+          description: Highest CUDA version the driver supports.
+          type: str
+          sample: "13.0"
+        gpus:
+          description: One entry per GPU, by index.
+          type: list
+          elements: dict
+          contains:
+            index: {description: NVML index., type: int}
+            name: {description: Product name., type: str, sample: NVIDIA RTX PRO 6000 Blackwell Workstation Edition}
+            uuid: {description: GPU UUID., type: str}
+            pci_bus_id: {description: "PCI bus id, 8-digit domain, upper case.", type: str, sample: "00000000:00:06.0"}
+            compute_capability: {description: Compute capability., type: str, sample: "12.0"}
+            architecture: {description: Architecture family., type: str, sample: blackwell}
+            memory_total_mib: {description: Framebuffer memory in MiB., type: int, sample: 97887}
+            pcie:
+              description: PCIe link, O(ignore:max_gen), O(ignore:max_width), O(ignore:current_gen), O(ignore:current_width).
+              type: dict
+            numa_node: {description: CPU-side NUMA node of the GPU; null when unknown., type: int}
+            gpu_numa_id: {description: The GPU's own NUMA node on coherent systems; usually null., type: int}
+            cpu_affinity: {description: CPUs near the GPU., type: str, sample: "0-15"}
+            persistence_mode: {description: Persistence mode on., type: bool}
+            mig_mode: {description: MIG mode currently on., type: bool}
+            nvlink:
+              description:
+                - O(ignore:active_links), O(ignore:peers) (list of O(ignore:gpu) and O(ignore:links)) and O(ignore:nvswitch_links).
+                - All null when the link state cannot be read.
+              type: dict
+        pairs:
+          description: Every GPU pair once, lower index first.
+          type: list
+          elements: dict
+          contains:
+            gpus: {description: The two indexes., type: list, elements: int, sample: [0, 1]}
+            path: {description: "Path class: NV#, PIX, PXB, PHB, NODE or SYS.", type: str, sample: SYS}
+            p2p:
+              description: "NVML P2P status for read, write, nvlink and atomics: OK, CNS, GNS, TNS, DRK, NS or U."
+              type: dict
+        interconnect:
+          description: Summary derived from the pairs.
+          type: dict
+          contains:
+            class:
+              description: Interconnect class.
+              type: str
+              choices: [none, single, nvswitch, nvlink, pcie_switch, pcie_host_bridge, pcie_cross_numa]
+            worst_path: {description: The farthest path between any two GPUs., type: str}
+            p2p_all_ok: {description: Every pair has P2P read and write OK., type: bool}
+            nvlink_all: {description: Every pair is NVLink-connected., type: bool}
+            numa_nodes: {description: NUMA nodes the GPUs hang off., type: list, elements: int}
+        unavailable:
+          description: Fields that are null because the backend could not read them, with the reason.
+          type: list
+          elements: dict
+        snapshot:
+          description: Where a replayed snapshot came from (backend V(snapshot) only).
+          type: dict
+          returned: when backend is snapshot
+dump:
+  description: Path of the snapshot written (or that would be written in check mode).
+  returned: when O(dump) is set
+  type: str
+"""
+
+import json
+import os
+import socket
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.community.general.plugins.module_utils import deps
+from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology as topo
+
+with deps.declare("nvidia-ml-py", reason="for backend=nvml", url="https://pypi.org/project/nvidia-ml-py/"):
+    import pynvml
+
+
+SMI_COMMANDS = {
+    "xml": ["-q", "-x"],
+    "topo": ["topo", "-m"],
+    "p2p_r": ["topo", "-p2p", "r"],
+    "p2p_w": ["topo", "-p2p", "w"],
+    "p2p_n": ["topo", "-p2p", "n"],
+    "p2p_a": ["topo", "-p2p", "a"],
+    "query": ["--query-gpu=" + topo.SMI_QUERY_FIELDS, "--format=csv"],
+    "nvlink": ["nvlink", "-s"],
+}
+
+
+def sysfs_numa(bus_id):
+    """CPU-side NUMA node of a PCI device from sysfs; -1 (no affinity) reads as unknown."""
+    domain, _, rest = bus_id.partition(":")
+    path = "/sys/bus/pci/devices/%04x:%s/numa_node" % (int(domain, 16), rest.lower())
+    try:
+        with open(path) as f:
+            node = int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+    return node if node >= 0 else None
+
+
+def read_with_nvml():
+    """(facts, None) or (None, why NVML cannot be used)."""
+    if deps.failed("nvidia-ml-py"):
+        return None, "nvidia-ml-py is not installed for this Python"
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        return None, "NVML did not initialise (is the NVIDIA driver loaded?): %s" % exc
+    try:
+        return topo.read_nvml(pynvml, sysfs_numa), None
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def read_with_smi(module):
+    smi = module.get_bin_path("nvidia-smi")
+    if smi is None:
+        return None, "nvidia-smi is not on the PATH"
+    outputs = {}
+    for key, args in SMI_COMMANDS.items():
+        rc, out, err = module.run_command([smi] + args)
+        if key == "xml" and rc != 0:
+            return None, "nvidia-smi -q -x failed (rc %d): %s" % (rc, (err or out).strip())
+        outputs[key] = out if rc == 0 else None
+    return topo.read_nvidia_smi(outputs), None
+
+
+def read_snapshot(module, path):
+    if not path:
+        module.fail_json(msg="backend=snapshot needs the snapshot option")
+    try:
+        with open(path) as f:
+            data = json.load(f)
+        return topo.from_snapshot(data, path)
+    except (OSError, ValueError) as exc:
+        module.fail_json(msg="cannot replay snapshot: %s" % exc)
+
+
+def write_dump(module, facts, path):
+    snap = topo.to_snapshot(
+        facts,
+        captured_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        host=socket.gethostname(),
+        description=module.params["dump_description"],
+    )
+    try:
+        with open(path) as f:
+            old = json.load(f)
+    except (OSError, ValueError):
+        old = None
+    # The capture time alone must not make a run report a change.
+    if old is not None:
+        if dict(old, captured=None) == dict(snap, captured=None):
+            return False
+    if not module.check_mode:
+        tmp = "%s.tmp.%d" % (path, os.getpid())
+        with open(tmp, "w") as f:
+            json.dump(snap, f, indent=2, sort_keys=True)
+            f.write("\n")
+        os.chmod(tmp, 0o644)
+        module.atomic_move(tmp, path)
+    return True
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            backend=dict(type="str", default="auto", choices=["auto", "nvml", "nvidia_smi", "snapshot"]),
+            snapshot=dict(type="path"),
+            dump=dict(type="path"),
+            dump_description=dict(type="str", default=""),
+            required=dict(type="bool", default=False),
+        ),
+        required_if=[("backend", "snapshot", ["snapshot"])],
+        supports_check_mode=True,
+    )
+    backend = module.params["backend"]
+    for key in ("snapshot", "dump"):
+        if module.params[key] and not os.path.isabs(module.params[key]):
+            module.fail_json(msg="%s must be an absolute path, got %s" % (key, module.params[key]))
+
+    if backend == "nvml":
+        deps.validate(module, "nvidia-ml-py")
+    facts, why = None, []
+    if backend == "snapshot":
+        facts = read_snapshot(module, module.params["snapshot"])
+    if backend in ("auto", "nvml"):
+        facts, reason = read_with_nvml()
+        if reason:
+            why.append(reason)
+    if facts is None and backend in ("auto", "nvidia_smi"):
+        facts, reason = read_with_smi(module)
+        if reason:
+            why.append(reason)
+    if facts is None:
+        if module.params["required"] or backend in ("nvml", "nvidia_smi"):
+            module.fail_json(msg="no NVIDIA GPU could be read: " + "; ".join(why))
+        facts = topo.no_gpu_facts("; ".join(why))
+    elif facts["count"] == 0 and module.params["required"]:
+        module.fail_json(msg="backend %s found no NVIDIA GPU" % facts["backend"])
+
+    result = dict(changed=False, ansible_facts=dict(nvidia_gpu=facts))
+    if module.params["dump"]:
+        result["changed"] = write_dump(module, facts, module.params["dump"])
+        result["dump"] = module.params["dump"]
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

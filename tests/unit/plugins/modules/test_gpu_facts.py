@@ -1,0 +1,170 @@
+# -*- coding: utf-8 -*-
+"""gpu_facts through Ansible's module test pattern (patch_module_args, exit/fail captured)."""
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+import textwrap
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.moeops.inference.plugins.modules import gpu_facts
+from conftest import FIXTURES, load_json
+import nvml_double
+
+SEED = os.path.join(FIXTURES, "constructed", "rtxpro6000-x8-2numa.json")
+CAPTURE = os.path.join(FIXTURES, "real", "h200-x1-vm.json")
+
+
+class ExitJson(Exception):
+    pass
+
+
+class FailJson(Exception):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def captured(monkeypatch):
+    def exit_json(self, **kwargs):
+        raise ExitJson(kwargs)
+
+    def fail_json(self, **kwargs):
+        raise FailJson(kwargs)
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+
+
+def run(args, expect=ExitJson):
+    with patch_module_args(args):
+        with pytest.raises(expect) as exc:
+            gpu_facts.main()
+    return exc.value.args[0]
+
+
+@pytest.fixture
+def no_nvml(monkeypatch):
+    dep = gpu_facts.deps._Dependency("nvidia-ml-py")
+    dep.fail(ImportError("No module named 'pynvml'"), "trace")
+    monkeypatch.setitem(gpu_facts.deps._deps, "nvidia-ml-py", dep)
+
+
+@pytest.fixture
+def empty_path(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    return tmp_path
+
+
+@pytest.fixture
+def fake_smi(empty_path, h200_capture):
+    """TEST DOUBLE for nvidia-smi: a script that prints what the real one printed on the H200."""
+    outputs = {tuple(k.split()[1:]): v for k, v in h200_capture["nvidia_smi"].items() if k.startswith("nvidia-smi ")}
+    data = empty_path / "outputs.json"
+    data.write_text(json.dumps({" ".join(k): v for k, v in outputs.items()}))
+    script = empty_path / "nvidia-smi"
+    script.write_text(textwrap.dedent("""\
+        #!%s
+        import json, sys
+        out = json.load(open(%r)).get(" ".join(sys.argv[1:]))
+        if out is None:
+            sys.stderr.write("Invalid combination of input arguments.\\n")
+            sys.exit(2)
+        sys.stdout.write(out["stdout"])
+        sys.exit(out["rc"])
+        """ % (sys.executable, str(data))))
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return script
+
+
+def test_snapshot_backend():
+    result = run({"backend": "snapshot", "snapshot": SEED})
+    facts = result["ansible_facts"]["nvidia_gpu"]
+    assert result["changed"] is False
+    assert facts["backend"] == "snapshot" and facts["count"] == 8
+    assert facts["interconnect"]["class"] == "pcie_cross_numa"
+    assert facts["snapshot"]["constructed"] is True
+
+
+def test_nvml_backend_reads_through_pynvml(monkeypatch):
+    double = nvml_double.from_capture(CAPTURE)
+    calls = []
+    double.nvmlInit = lambda: calls.append("init")
+    double.nvmlShutdown = lambda: calls.append("shutdown")
+    monkeypatch.setattr(gpu_facts, "pynvml", double)
+    monkeypatch.setattr(gpu_facts.deps, "failed", lambda spec=None: False)
+    facts = run({"backend": "nvml"})["ansible_facts"]["nvidia_gpu"]
+    assert calls == ["init", "shutdown"]
+    assert (facts["backend"], facts["count"], facts["gpus"][0]["architecture"]) == ("nvml", 1, "hopper")
+
+
+def test_nvml_driver_not_loaded_falls_back_to_smi(monkeypatch, fake_smi):
+    double = nvml_double.from_capture(CAPTURE)
+
+    def init():
+        raise nvml_double.NVMLError("Driver Not Loaded")
+    double.nvmlInit = init
+    monkeypatch.setattr(gpu_facts, "pynvml", double)
+    monkeypatch.setattr(gpu_facts.deps, "failed", lambda spec=None: False)
+    facts = run({})["ansible_facts"]["nvidia_gpu"]
+    assert facts["backend"] == "nvidia_smi"
+    assert facts["gpus"][0]["compute_capability"] == "9.0"
+
+
+def test_nvidia_smi_backend_with_the_h200_outputs(no_nvml, fake_smi):
+    facts = run({"backend": "nvidia_smi"})["ansible_facts"]["nvidia_gpu"]
+    assert (facts["backend"], facts["count"]) == ("nvidia_smi", 1)
+    g = facts["gpus"][0]
+    assert (g["name"], g["compute_capability"], g["architecture"], g["memory_total_mib"], g["numa_node"]) == (
+        "NVIDIA H200", "9.0", "hopper", 143771, 0)
+    # `topo -p2p a` is not in the capture: the double exits 2 like nvidia-smi does; nothing fails.
+    assert facts["interconnect"]["class"] == "single"
+
+
+def test_auto_without_anything_reports_no_gpu(no_nvml, empty_path):
+    facts = run({})["ansible_facts"]["nvidia_gpu"]
+    assert (facts["count"], facts["backend"]) == (0, "none")
+    assert "nvidia-ml-py is not installed" in facts["unavailable"][0]["reason"]
+    assert "nvidia-smi is not on the PATH" in facts["unavailable"][0]["reason"]
+
+
+def test_required_fails_naming_what_is_missing(no_nvml, empty_path):
+    msg = run({"required": True}, FailJson)["msg"]
+    assert "nvidia-ml-py is not installed" in msg and "nvidia-smi is not on the PATH" in msg
+
+
+def test_nvml_backend_without_library_fails(no_nvml):
+    msg = run({"backend": "nvml"}, FailJson)["msg"]
+    assert "nvidia-ml-py" in msg
+
+
+def test_snapshot_needs_path():
+    assert "snapshot" in run({"backend": "snapshot"}, FailJson)["msg"]
+
+
+def test_relative_paths_refused():
+    assert "must be an absolute path" in run({"backend": "snapshot", "snapshot": "rel.json"}, FailJson)["msg"]
+
+
+def test_bad_snapshot_fails_cleanly(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema_version": 99}')
+    assert "schema_version 99" in run({"backend": "snapshot", "snapshot": str(bad)}, FailJson)["msg"]
+
+
+def test_dump_writes_once_and_respects_check_mode(tmp_path):
+    out = str(tmp_path / "snap.json")
+    checked = run({"backend": "snapshot", "snapshot": SEED, "dump": out, "_ansible_check_mode": True})
+    assert checked["changed"] is True and not os.path.exists(out)
+    first = run({"backend": "snapshot", "snapshot": SEED, "dump": out, "dump_description": "seed again"})
+    assert first["changed"] is True
+    second = run({"backend": "snapshot", "snapshot": SEED, "dump": out, "dump_description": "seed again"})
+    assert second["changed"] is False
+    written = json.load(open(out))
+    assert written["schema_version"] == 1 and written["description"] == "seed again"
+    assert written["gpus"] == load_json("constructed", "rtxpro6000-x8-2numa.json")["gpus"]
+    replay = run({"backend": "snapshot", "snapshot": out})["ansible_facts"]["nvidia_gpu"]
+    assert replay["interconnect"]["class"] == "pcie_cross_numa"
