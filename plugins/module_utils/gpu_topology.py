@@ -58,7 +58,7 @@ def architecture_family(compute_capability: Optional[str]) -> Optional[str]:
     """Architecture family from a compute capability such as "12.0"."""
     if not compute_capability:
         return None
-    major, _, minor = compute_capability.partition(".")
+    major, _sep, minor = compute_capability.partition(".")
     try:
         key = (int(major), int(minor or 0))
     except ValueError:
@@ -75,7 +75,7 @@ def architecture_family(compute_capability: Optional[str]) -> Optional[str]:
 def normalize_bus_id(bus_id: str) -> str:
     """NVML gives 00000000:00:06.0, sysfs wants 0000:00:06.0; compare upper-case 8-digit form."""
     bus_id = bus_id.strip()
-    domain, _, rest = bus_id.partition(":")
+    domain, _sep, rest = bus_id.partition(":")
     if not rest:
         return bus_id.upper()
     return "%08X:%s" % (int(domain, 16), rest.upper())
@@ -93,7 +93,7 @@ def cpu_list_from_ids(cpus: Iterable[int]) -> str:
     start = prev = None
     for cpu in ids + [None]:  # type: ignore[operator]
         if start is not None and (cpu is None or cpu != prev + 1):
-            ranges.append(str(start) if start == prev else "%d-%d" % (start, prev))
+            ranges.append(str(start) if start == prev else "{0}-{1}".format(start, prev))
             start = None
         if cpu is not None and start is None:
             start = cpu

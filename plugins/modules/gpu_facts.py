@@ -16,7 +16,7 @@ description:
   - Fields a backend cannot read are null and listed in C(unavailable) with the reason; they never fail the module.
   - The snapshot format is versioned by C(schema_version) and documented in C(docs/snapshot-format.md) of the collection.
 author:
-  - moeops.inference contributors
+  - moeops.inference contributors (@moeops)
 requirements:
   - nvidia-ml-py on the managed node for O(backend=nvml) (the default under O(backend=auto) when it imports and the driver answers).
   - C(nvidia-smi) on the managed node for O(backend=nvidia_smi).
@@ -26,9 +26,11 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    details: The module only reads. In check mode the O(dump) file is not written; RV(changed) says whether it would be.
+    details: The module only reads. In check mode the O(dump) file is not written; C(changed) says whether it would be.
   diff_mode:
     support: none
+  platform:
+    platforms: posix
   facts:
     support: full
 options:
@@ -215,7 +217,7 @@ SMI_COMMANDS = {
 
 def sysfs_numa(bus_id):
     """CPU-side NUMA node of a PCI device from sysfs; -1 (no affinity) reads as unknown."""
-    domain, _, rest = bus_id.partition(":")
+    domain, _sep, rest = bus_id.partition(":")
     path = "/sys/bus/pci/devices/%04x:%s/numa_node" % (int(domain, 16), rest.lower())
     try:
         with open(path) as f:

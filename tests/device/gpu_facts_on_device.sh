@@ -23,7 +23,8 @@ adhoc() { ansible localhost -c local -e ansible_python_interpreter="$py" "$@"; }
 
 for c in "topo -m" "topo -p2p r" "topo -p2p w" "topo -p2p n" "topo -p2p a" "nvlink -s" "-q -x" "-L"; do
   f=$(echo "$c" | tr ' ' '_' | tr -d -)
-  nvidia-smi $c > "$OUT/nvidia-smi.$f.txt" 2>&1 || echo "rc=$?" >> "$OUT/nvidia-smi.$f.txt"
+  read -r -a args <<< "$c"
+  nvidia-smi "${args[@]}" > "$OUT/nvidia-smi.$f.txt" 2>&1 || echo "rc=$?" >> "$OUT/nvidia-smi.$f.txt"
 done
 nvidia-smi --query-gpu=index,name,pci.bus_id,pcie.link.gen.max,pcie.link.width.max,memory.total,persistence_mode,compute_cap --format=csv > "$OUT/nvidia-smi.query.csv"
 python3 -c 'import pynvml; print(pynvml.__file__)' > "$OUT/pynvml.txt" 2>&1 || true
@@ -55,7 +56,7 @@ print("count", a["count"], "arch", [g["architecture"] for g in a["gpus"]], "cc",
 PY
 
 : > "$OUT/timings.txt"
-for i in $(seq "$RUNS"); do
+for _run in $(seq "$RUNS"); do
   for what in ping nvml nvidia_smi; do
     if [ "$what" = ping ]; then args=(-m ansible.builtin.ping); else args=(-m moeops.inference.gpu_facts -a "backend=$what"); fi
     s=$(date +%s.%N); adhoc "${args[@]}" > /dev/null; e=$(date +%s.%N)

@@ -45,10 +45,11 @@ fi
 grep -q "no NVIDIA GPU could be read" "$work/req.txt"
 echo "ad-hoc gpu_facts required=true: fails with a message"
 
-# 4. The topology playbook on the simulated workstation prints the hand-tuned unit's variables.
-ansible-playbook playbooks/gpu_topology.yml -i inventories/sim > "$work/play.txt"
+# 4. The topology playbook, on this machine with the seed snapshot, prints the hand-tuned unit's variables.
+ansible-playbook playbooks/gpu_topology.yml -i localhost, -c local -e ansible_python_interpreter="$py" \
+  -e gpu_topology_backend=snapshot -e gpu_topology_snapshot="$seed" > "$work/play.txt"
 for want in 'NCCL_ALGO=Ring \[policy' 'NCCL_P2P_LEVEL=SYS \[policy' 'NCCL_PROTO=LL \[policy' 'tensor-parallel 8' 'custom all-reduce False'; do
   grep -q "$want" "$work/play.txt" || { echo "playbook output lacks: $want"; cat "$work/play.txt"; exit 1; }
 done
 grep -q 'failed=0' "$work/play.txt"
-echo "gpu_topology playbook on inventories/sim: SYS / LL / Ring, TP 8"
+echo "gpu_topology playbook with the seed snapshot: SYS / LL / Ring, TP 8"

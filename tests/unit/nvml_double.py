@@ -68,7 +68,7 @@ class NVMLDouble(object):
 
     def nvmlDeviceGetP2PStatus(self, a, b, index):
         # The real library passes index straight to C; pynvml's READ constant is (0,).
-        if type(index) is not int:
+        if isinstance(index, bool) or not isinstance(index, int):
             raise TypeError("p2pIndex must be a plain int, got %r" % (index,))
         self.p2p_calls.append(index)
         value = self.p2p[(min(a, b), max(a, b))][index]
@@ -122,10 +122,10 @@ def from_snapshot(snap):
         if nv.get("active_links") is not None:
             n = 0
             for peer in nv["peers"]:
-                for _ in range(peer["links"]):
+                for _link in range(peer["links"]):
                     links[n] = SimpleNamespace(busId=gpus[peer["gpu"]]["pci_bus_id"])
                     n += 1
-            for _ in range(nv["nvswitch_links"]):
+            for _link in range(nv["nvswitch_links"]):
                 links[n] = SimpleNamespace(busId="00000000:C0:00.0")  # an NVSwitch, not a GPU
                 n += 1
         cc = tuple(int(x) for x in g["compute_capability"].split("."))
@@ -160,7 +160,7 @@ def from_snapshot(snap):
 def _masks(cpu_list):
     words = [0] * 4
     for part in cpu_list.split(","):
-        lo, _, hi = part.partition("-")
+        lo, _sep, hi = part.partition("-")
         for cpu in range(int(lo), int(hi or lo) + 1):
             words[cpu // 64] |= 1 << (cpu % 64)
     return words
