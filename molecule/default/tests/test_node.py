@@ -1,0 +1,92 @@
+# -*- coding: utf-8 -*-
+"""What the kimi_k25 play leaves on a simulated workstation node (testinfra over podman)."""
+from __future__ import annotations
+
+import json
+
+VLLM_VERSION = "0.33.0"  # roles/vllm/defaults/main.yml
+UNIT = "/etc/systemd/system/vllm.service"
+
+
+def test_driver_decisions(host):
+    d = json.loads(host.file("/etc/ansible/facts.d/moeops_nvidia_driver.fact").content_string)
+    assert d["source"] == "cuda_repo"  # Debian's default: its own archive stops at 550
+    assert d["branch"] == 580 and d["blackwell"] is True
+    assert d["packages"] == ["nvidia-open"]
+    assert d["packages_installed"] is False  # NVIDIA's repository is unreachable from the test
+    assert d["container"] is True and d["kernel_module"].startswith("skipped")
+
+
+def test_driver_files(host):
+    src = host.file("/etc/apt/sources.list.d/nvidia-cuda.sources")
+    assert src.mode == 0o644
+    text = src.content_string
+    assert "URIs: https://developer.download.nvidia.com/compute/cuda/repos/debian" in text
+    assert "Suites: /" in text
+    assert "Signed-By: /usr/share/keyrings/cuda-archive-keyring.gpg" in text
+    assert "Enabled: no" in text
+    pin = host.file("/etc/apt/preferences.d/nvidia-driver-branch").content_string
+    assert "Pin: version 580.*" in pin and "Pin-Priority: 1001" in pin
+    assert "blacklist nouveau" in host.file("/etc/modprobe.d/blacklist-nouveau.conf").content_string
+    assert host.file("/etc/modules-load.d/nvidia.conf").content_string.split()[-2:] == ["nvidia", "nvidia_uvm"]
+
+
+def test_persistenced_enabled_with_dropin(host):
+    assert host.package("nvidia-persistenced").is_installed
+    svc = host.service("nvidia-persistenced")
+    assert svc.is_enabled
+    assert not svc.is_running  # no GPU on a snapshot node
+    out = host.check_output("systemctl show -p ExecStart --value nvidia-persistenced")
+    assert "--persistence-mode" in out and "--no-persistence-mode" not in out
+    # The packaged unit is untouched.
+    assert host.file("/lib/systemd/system/nvidia-persistenced.service").exists
+
+
+def test_vllm_installed_at_the_pin(host):
+    out = host.check_output(
+        "/opt/vllm/venv/bin/python -c \"import importlib.metadata as m; print(m.version('vllm'))\"")
+    assert out.strip() == VLLM_VERSION
+    assert host.file("/opt/vllm/venv").user == "root"
+    cache = host.file("/var/cache/vllm/huggingface")
+    assert cache.is_directory and cache.user == "vllm" and cache.mode == 0o750
+    assert host.user("vllm").shell == "/usr/sbin/nologin"
+
+
+def test_unit_file(host):
+    unit = host.file(UNIT)
+    assert (unit.user, unit.group, unit.mode) == ("root", "root", 0o644)
+    text = unit.content_string
+    assert text.startswith("#")  # ansible_managed
+    assert "Type=exec" in text and "User=vllm" in text
+    assert "After=network-online.target nvidia-persistenced.service" in text
+
+
+def test_environment_carries_the_policy(host):
+    env = host.check_output("systemctl show -p Environment --value vllm").split()
+    nccl = sorted(e for e in env if e.startswith("NCCL_"))
+    # The unit tuned by hand on the 8x RTX PRO 6000 box, derived here from the snapshot.
+    assert nccl == ["NCCL_ALGO=Ring", "NCCL_P2P_LEVEL=SYS", "NCCL_PROTO=LL"]
+    assert "HF_HOME=/var/cache/vllm/huggingface" in env
+
+
+def test_execstart(host):
+    out = host.check_output("systemctl show -p ExecStart --value vllm")
+    argv = out.split("argv[]=")[1].split(" ;")[0].split()
+    assert argv[:3] == ["/opt/vllm/venv/bin/vllm", "serve", "moonshotai/Kimi-K2.5"]
+    pairs = dict(zip(argv[3::1], argv[4::1]))
+    assert pairs["--tensor-parallel-size"] == "8"
+    assert pairs["--served-model-name"] == "kimi-k2.5"
+    assert pairs["--tool-call-parser"] == "kimi_k2" and pairs["--reasoning-parser"] == "kimi_k2"
+    assert pairs["--max-model-len"] == "131072" and pairs["--gpu-memory-utilization"] == "0.92"
+    assert pairs["--host"] == "127.0.0.1" and pairs["--port"] == "8000"
+    assert "--trust-remote-code" in argv
+
+
+def test_unit_enabled_not_started(host):
+    svc = host.service("vllm")
+    assert svc.is_enabled
+    assert not svc.is_running  # GPUs come from a snapshot
+
+
+def test_systemd_analyze_verify(host):
+    assert host.run("systemd-analyze verify %s" % UNIT).rc == 0
