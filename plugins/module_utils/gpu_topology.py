@@ -35,10 +35,6 @@ P2P_CAPS_INDEX = {"read": 0, "write": 1, "nvlink": 2, "atomics": 3}
 NVML_NVLINK_MAX_LINKS = 36
 NVML_NVLINK_DEVICE_TYPE_SWITCH = 2
 
-INTERCONNECT_CLASSES = (
-    "none", "single", "nvswitch", "nvlink", "pcie_switch", "pcie_host_bridge", "pcie_cross_numa",
-)
-
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -206,10 +202,7 @@ def read_nvml(nvml: Any, sysfs_numa: Optional[Callable[[str], Optional[int]]] = 
             missing.add(field, exc)
             return None
 
-    def text(value: Any) -> Any:
-        return value.decode() if isinstance(value, bytes) else value
-
-    driver = text(call("driver_version", nvml.nvmlSystemGetDriverVersion))
+    driver = _text(call("driver_version", nvml.nvmlSystemGetDriverVersion))
     cuda = call("cuda_driver_version", nvml.nvmlSystemGetCudaDriverVersion)
     cuda_str = None if cuda is None else "%d.%d" % (cuda // 1000, cuda % 1000 // 10)
     count = nvml.nvmlDeviceGetCount()
@@ -218,7 +211,7 @@ def read_nvml(nvml: Any, sysfs_numa: Optional[Callable[[str], Optional[int]]] = 
     for i, h in enumerate(handles):
         f = "gpus[%d]." % i
         pci = call(f + "pci_bus_id", nvml.nvmlDeviceGetPciInfo, h)
-        bus = normalize_bus_id(text(pci.busId)) if pci is not None else None
+        bus = normalize_bus_id(_text(pci.busId)) if pci is not None else None
         cc = call(f + "compute_capability", nvml.nvmlDeviceGetCudaComputeCapability, h)
         cc_str = "%d.%d" % tuple(cc) if cc is not None else None
         mem = call(f + "memory_total_mib", nvml.nvmlDeviceGetMemoryInfo, h)
@@ -229,8 +222,8 @@ def read_nvml(nvml: Any, sysfs_numa: Optional[Callable[[str], Optional[int]]] = 
         gpu_numa = call(f + "gpu_numa_id", nvml.nvmlDeviceGetNumaNodeId, h)
         gpus.append({
             "index": i,
-            "name": text(call(f + "name", nvml.nvmlDeviceGetName, h)),
-            "uuid": text(call(f + "uuid", nvml.nvmlDeviceGetUUID, h)),
+            "name": _text(call(f + "name", nvml.nvmlDeviceGetName, h)),
+            "uuid": _text(call(f + "uuid", nvml.nvmlDeviceGetUUID, h)),
             "pci_bus_id": bus,
             "compute_capability": cc_str,
             "architecture": architecture_family(cc_str),
