@@ -1,0 +1,281 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, moeops.inference contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Model profiles: their schema, the compute-capability constraints they carry,
+the model dimensions (config.json first, the profile as fallback) and the
+`vllm serve` arguments built from them.
+
+Pure functions over plain data, shared by the `vllm_serve_args` filter (the
+vllm_service role) and the preflight checks.  docs/model-profiles.md documents
+the schema for people writing a profile.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+# vLLM's --kv-cache-dtype choices (vllm/config/cache.py CacheDType) that a profile may ask for.
+KV_CACHE_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla")
+# vLLM's --chat-template-content-format choices.
+CHAT_TEMPLATE_CONTENT_FORMATS = ("auto", "string", "openai")
+
+_STR = (str,)
+_INT = (int,)
+_NUM = (int, float)
+_BOOL = (bool,)
+
+# key: (accepted types, required, what it is).  Booleans are refused where a number is
+# expected (YAML `true` is not a size).
+PROFILE_KEYS: Dict[str, Tuple[Tuple[type, ...], bool, str]] = {
+    "name": (_STR, True, "profile name, for reports and the unit's comment"),
+    "source": (_STR, True, "Hugging Face repo id (org/name) or an absolute path on the node"),
+    "revision": (_STR, False, "Hugging Face revision (commit, tag or branch) the weights are pinned to"),
+    "served_name": (_STR, True, "name clients ask for (--served-model-name)"),
+    "quantization": (_STR, True, "what the weights are (descriptive; vLLM reads the method from config.json)"),
+    "trust_remote_code": (_BOOL, False, "pass --trust-remote-code"),
+    "tool_call_parser": (_STR, False, "--tool-call-parser (with --enable-auto-tool-choice)"),
+    "reasoning_parser": (_STR, False, "--reasoning-parser"),
+    "chat_template": (_STR, False, "--chat-template: an absolute path on the node or a template string"),
+    "chat_template_content_format": (_STR, False, "--chat-template-content-format: auto, string or openai"),
+    "default_chat_template_kwargs": ((dict,), False, "--default-chat-template-kwargs, given as a mapping"),
+    "kv_cache_dtype": (_STR, False, "--kv-cache-dtype; auto (the default) is the model's dtype"),
+    "max_model_len": (_INT, True, "--max-model-len"),
+    "gpu_memory_utilization": (_NUM, True, "--gpu-memory-utilization, 0 to 1"),
+    "weights_size_gb": (_NUM, True, "size of the weights on disk, GB (10^9 bytes)"),
+    "min_gpu_memory_gb": (_NUM, True, "GPU memory (GB, 10^9 bytes) the model needs at gpu_memory_utilization"),
+    "hidden_size": (_INT, True, "hidden size (all-reduce message size); config.json wins when present"),
+    "num_attention_heads": (_INT, True, "attention heads; config.json wins when present"),
+    "num_key_value_heads": (_INT, False, "key/value heads; config.json wins when present"),
+    "tensor_parallel_divides_attention_heads": (_BOOL, False, "the tensor-parallel size must divide the heads "
+                                                "(default true: vLLM shards heads evenly)"),
+    "tensor_parallel_sizes": ((list,), False, "the only tensor-parallel sizes allowed (empty: any vLLM accepts)"),
+    "min_compute_capability": (_STR, False, "lowest compute capability the weights run on, e.g. 10.0 for NVFP4"),
+    "allow_mixed_gpus": (_BOOL, False, "allow GPUs of different models (default false)"),
+    "compute_capability_constraints": ((list,), False, "settings forced on given compute capabilities"),
+    "extra_args": ((list,), False, "further vllm serve arguments the recipe asks for (strings)"),
+}
+
+CONSTRAINT_KEYS: Dict[str, Tuple[Tuple[type, ...], bool]] = {
+    "compute_capabilities": ((list,), True),
+    "reason": (_STR, True),
+    "kv_cache_dtype": (_STR, False),
+    "disable_custom_all_reduce": (_BOOL, False),
+    "extra_args": ((list,), False),
+}
+
+
+def _type_ok(value: Any, types: Tuple[type, ...]) -> bool:
+    if isinstance(value, bool) and bool not in types:
+        return False
+    return isinstance(value, types)
+
+
+def _type_names(types: Tuple[type, ...]) -> str:
+    names = {str: "string", int: "integer", float: "number", bool: "boolean", dict: "mapping", list: "list"}
+    return " or ".join(sorted({names.get(t, t.__name__) for t in types}))
+
+
+def _cc_tuple(cc: Any) -> Optional[Tuple[int, int]]:
+    try:
+        major, _, minor = str(cc).partition(".")
+        return int(major), int(minor or 0)
+    except ValueError:
+        return None
+
+
+def validate_profile(profile: Any, var: str = "vllm_service_model") -> List[str]:
+    """Every problem with a profile, each message naming `var.key`; [] when it is sound."""
+    if not isinstance(profile, Mapping) or not profile:
+        return ["%s: expected a model profile (a mapping loaded from playbooks/models/<model>.yml), got %s"
+                % (var, "an empty mapping" if isinstance(profile, Mapping) else type(profile).__name__)]
+    problems: List[str] = []
+    for key in sorted(set(profile) - set(PROFILE_KEYS)):
+        problems.append("%s.%s: not a profile key (known keys: %s); see docs/model-profiles.md"
+                        % (var, key, ", ".join(sorted(PROFILE_KEYS))))
+    for key, (types, required, _what) in PROFILE_KEYS.items():
+        if key not in profile or profile[key] is None:
+            if required:
+                problems.append("%s.%s: required (%s)" % (var, key, PROFILE_KEYS[key][2]))
+            continue
+        if not _type_ok(profile[key], types):
+            problems.append("%s.%s: must be a %s, got %s %r"
+                            % (var, key, _type_names(types), type(profile[key]).__name__, profile[key]))
+    if problems:
+        return problems
+    source = profile["source"]
+    if not (source.startswith("/") or (source.count("/") == 1 and all(source.split("/")))):
+        problems.append("%s.source: %r is neither a Hugging Face repo id (org/name) nor an absolute path" % (var, source))
+    if not 0 < float(profile["gpu_memory_utilization"]) <= 1:
+        problems.append("%s.gpu_memory_utilization: must be above 0 and at most 1, got %s"
+                        % (var, profile["gpu_memory_utilization"]))
+    for key in ("max_model_len", "weights_size_gb", "min_gpu_memory_gb", "hidden_size", "num_attention_heads",
+                "num_key_value_heads"):
+        if key in profile and profile[key] is not None and profile[key] <= 0:
+            problems.append("%s.%s: must be above 0, got %s" % (var, key, profile[key]))
+    if profile.get("kv_cache_dtype", "auto") not in KV_CACHE_DTYPES:
+        problems.append("%s.kv_cache_dtype: %r is not one of vLLM's %s"
+                        % (var, profile["kv_cache_dtype"], ", ".join(KV_CACHE_DTYPES)))
+    if profile.get("chat_template_content_format", "auto") not in CHAT_TEMPLATE_CONTENT_FORMATS:
+        problems.append("%s.chat_template_content_format: %r is not one of %s"
+                        % (var, profile["chat_template_content_format"], ", ".join(CHAT_TEMPLATE_CONTENT_FORMATS)))
+    for key in ("extra_args",):
+        if any(not isinstance(a, str) for a in profile.get(key) or []):
+            problems.append("%s.%s: every element must be a string (quote numbers in YAML)" % (var, key))
+    sizes = profile.get("tensor_parallel_sizes") or []
+    if any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in sizes):
+        problems.append("%s.tensor_parallel_sizes: every element must be a positive integer" % var)
+    if "min_compute_capability" in profile and _cc_tuple(profile["min_compute_capability"]) is None:
+        problems.append("%s.min_compute_capability: %r is not a compute capability such as 10.0"
+                        % (var, profile["min_compute_capability"]))
+    for n, constraint in enumerate(profile.get("compute_capability_constraints") or []):
+        where = "%s.compute_capability_constraints[%d]" % (var, n)
+        if not isinstance(constraint, Mapping):
+            problems.append("%s: must be a mapping" % where)
+            continue
+        for key in sorted(set(constraint) - set(CONSTRAINT_KEYS)):
+            problems.append("%s.%s: not a constraint key (known: %s)" % (where, key, ", ".join(sorted(CONSTRAINT_KEYS))))
+        for key, (types, required) in CONSTRAINT_KEYS.items():
+            if key not in constraint:
+                if required:
+                    problems.append("%s.%s: required" % (where, key))
+            elif not _type_ok(constraint[key], types):
+                problems.append("%s.%s: must be a %s" % (where, key, _type_names(types)))
+        ccs = constraint.get("compute_capabilities")
+        if isinstance(ccs, list) and (not ccs or any(not isinstance(c, str) or _cc_tuple(c) is None for c in ccs)):
+            problems.append("%s.compute_capabilities: a non-empty list of strings such as \"12.0\"" % where)
+        if constraint.get("kv_cache_dtype", "auto") not in KV_CACHE_DTYPES:
+            problems.append("%s.kv_cache_dtype: %r is not one of vLLM's %s"
+                            % (where, constraint["kv_cache_dtype"], ", ".join(KV_CACHE_DTYPES)))
+    return problems
+
+
+def compute_capabilities(facts: Optional[Mapping[str, Any]]) -> List[str]:
+    """The distinct compute capabilities in the GPU facts, sorted."""
+    return sorted({str(g.get("compute_capability")) for g in (facts or {}).get("gpus") or []
+                   if g.get("compute_capability")})
+
+
+def applicable_constraints(profile: Mapping[str, Any], ccs: Sequence[str]) -> List[Dict[str, Any]]:
+    """The profile's constraints that apply to GPUs of these compute capabilities."""
+    return [dict(c) for c in profile.get("compute_capability_constraints") or []
+            if set(c.get("compute_capabilities") or []) & set(ccs)]
+
+
+def effective_settings(profile: Mapping[str, Any], ccs: Sequence[str]) -> Dict[str, Any]:
+    """kv_cache_dtype, disable_custom_all_reduce and extra_args once the constraints for `ccs`
+    are applied, with the reason for each forced value."""
+    settings: Dict[str, Any] = {
+        "kv_cache_dtype": profile.get("kv_cache_dtype") or "auto",
+        "disable_custom_all_reduce": False,
+        "extra_args": list(profile.get("extra_args") or []),
+        "applied": [],
+    }
+    for c in applicable_constraints(profile, ccs):
+        forced = []
+        if c.get("kv_cache_dtype"):
+            settings["kv_cache_dtype"] = c["kv_cache_dtype"]
+            forced.append("--kv-cache-dtype %s" % c["kv_cache_dtype"])
+        if c.get("disable_custom_all_reduce"):
+            settings["disable_custom_all_reduce"] = True
+            forced.append("--disable-custom-all-reduce")
+        if c.get("extra_args"):
+            settings["extra_args"] += list(c["extra_args"])
+            forced.append(" ".join(c["extra_args"]))
+        settings["applied"].append("compute capability %s: %s (%s)"
+                                   % ("/".join(sorted(set(c["compute_capabilities"]) & set(ccs))),
+                                      ", ".join(forced) or "nothing forced", c["reason"]))
+    return settings
+
+
+def _from_config(config: Optional[Mapping[str, Any]], key: str) -> Any:
+    """A key of config.json, looked up at the top level, then in text_config (multimodal models such
+    as Kimi-K2.5 keep the language model's dimensions there)."""
+    if not isinstance(config, Mapping):
+        return None
+    if isinstance(config.get(key), int) and not isinstance(config.get(key), bool):
+        return config[key]
+    text = config.get("text_config")
+    if isinstance(text, Mapping) and isinstance(text.get(key), int) and not isinstance(text.get(key), bool):
+        return text[key]
+    return None
+
+
+def model_dimensions(profile: Mapping[str, Any], config: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    """hidden_size, num_attention_heads, num_key_value_heads: from the downloaded config.json where it
+    has them, else from the profile; `sources` says which for each."""
+    out: Dict[str, Any] = {"sources": {}}
+    for key in ("hidden_size", "num_attention_heads", "num_key_value_heads"):
+        value = _from_config(config, key)
+        if value is not None:
+            out[key], out["sources"][key] = value, "config.json"
+        elif profile.get(key) is not None:
+            out[key], out["sources"][key] = profile[key], "profile"
+        else:
+            out[key], out["sources"][key] = None, "unknown"
+    return out
+
+
+def _option_value(args: Sequence[str], option: str) -> Optional[str]:
+    for i, arg in enumerate(args):
+        if arg == option and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith(option + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def constraint_conflicts(profile: Mapping[str, Any], ccs: Sequence[str], extra_args: Sequence[str],
+                         var: str = "vllm_service_extra_args") -> List[str]:
+    """Problems where extra arguments undo what a compute-capability constraint forces."""
+    problems = []
+    for c in applicable_constraints(profile, ccs):
+        wanted = c.get("kv_cache_dtype")
+        given = _option_value(extra_args, "--kv-cache-dtype")
+        if wanted and given is not None and given != wanted:
+            problems.append(
+                "%s: --kv-cache-dtype %s contradicts profile %s on compute capability %s, which must keep "
+                "--kv-cache-dtype %s: %s" % (var, given, profile.get("name"), "/".join(c["compute_capabilities"]),
+                                             wanted, c["reason"]))
+    return problems
+
+
+def serve_args(profile: Mapping[str, Any], tensor_parallel_size: int, host: str, port: int,
+               max_model_len: Optional[int] = None, gpu_memory_utilization: Optional[float] = None,
+               extra_args: Optional[Sequence[str]] = None, model: Optional[str] = None,
+               ccs: Sequence[str] = ()) -> List[str]:
+    """`vllm serve` arguments (after the executable) for the profile on GPUs of compute capabilities `ccs`.
+
+    `model` replaces the profile's source (a staged local copy); the inventory's max_model_len,
+    gpu_memory_utilization and extra_args win over the profile's; the compute-capability constraints are
+    applied last so that nothing but an explicit extra argument can undo them (preflight refuses that).
+    """
+    settings = effective_settings(profile, ccs)
+    args = ["serve", model or profile["source"],
+            "--served-model-name", profile["served_name"],
+            "--tensor-parallel-size", str(int(tensor_parallel_size)),
+            "--max-model-len", str(int(max_model_len or profile["max_model_len"])),
+            "--gpu-memory-utilization", str(gpu_memory_utilization or profile["gpu_memory_utilization"])]
+    if profile.get("revision") and not model:
+        args += ["--revision", profile["revision"]]
+    if profile.get("trust_remote_code"):
+        args.append("--trust-remote-code")
+    if profile.get("tool_call_parser"):
+        args += ["--enable-auto-tool-choice", "--tool-call-parser", profile["tool_call_parser"]]
+    if profile.get("reasoning_parser"):
+        args += ["--reasoning-parser", profile["reasoning_parser"]]
+    if profile.get("chat_template"):
+        args += ["--chat-template", profile["chat_template"]]
+    if profile.get("chat_template_content_format") not in (None, "auto"):
+        args += ["--chat-template-content-format", profile["chat_template_content_format"]]
+    if profile.get("default_chat_template_kwargs"):
+        args += ["--default-chat-template-kwargs",
+                 json.dumps(profile["default_chat_template_kwargs"], sort_keys=True, separators=(",", ":"))]
+    if settings["kv_cache_dtype"] != "auto":
+        args += ["--kv-cache-dtype", settings["kv_cache_dtype"]]
+    if settings["disable_custom_all_reduce"]:
+        args.append("--disable-custom-all-reduce")
+    args += settings["extra_args"]
+    args += ["--host", str(host), "--port", str(int(port))]
+    args += list(extra_args or [])
+    return args

@@ -1,0 +1,224 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, moeops.inference contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: preflight
+short_description: Check that a host can take a model, and every role's inputs, before anything changes
+version_added: 0.2.0
+description:
+  - Runs every preflight check and reports every problem found in one failure, not just the first.
+  - Checks the distribution (Ubuntu 22.04/24.04, Debian 12/13), the GPUs (found, of one model unless the profile
+    allows mixing), GPU memory at the profile's C(gpu_memory_utilization) against its C(min_gpu_memory_gb), the
+    tensor-parallel size (divides the attention heads, not above the GPU count, one vLLM accepts), the driver branch
+    against the compute capability, free disk space where the weights will live (unless they are already there),
+    and the model profile's schema.
+  - Validates the inputs of every role given in O(role_specs) against its C(meta/argument_specs.yml) options, plus what
+    an argument spec cannot say (absolute paths, port ranges, string-only NCCL overrides).
+  - P2P reported unsupported between GPUs is a warning, never a failure; it names the likely causes and how to check.
+  - Changes nothing. The pure check logic lives in C(plugins/module_utils/preflight.py).
+author:
+  - moeops.inference contributors (@moeops)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: The module only reads, so it runs the same in check mode.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+options:
+  distro:
+    description:
+      - The host's distribution, from the setup facts - keys V(distribution), V(version), V(major_version),
+        V(os_family). Empty skips the distribution check.
+    type: dict
+    default: {}
+  gpu_facts:
+    description: The C(nvidia_gpu) facts from M(moeops.inference.gpu_facts).
+    type: dict
+    default: {}
+  gpus_required:
+    description: A host where no GPU can be read is a problem; when V(false) it is a warning and the GPU checks are skipped.
+    type: bool
+    default: false
+  profile:
+    description:
+      - The model profile (see C(docs/model-profiles.md)). Omitted skips the model checks.
+      - Any type is accepted so that a wrong one is reported with every other problem.
+    type: raw
+  profile_var:
+    description: The variable the profile came from, for the messages.
+    type: str
+    default: vllm_service_model
+  profile_error:
+    description: A problem found while loading the profile (such as an unknown profile name), reported with the rest.
+    type: str
+    default: ""
+  tensor_parallel_size:
+    description:
+      - The tensor-parallel size that will be used; null takes the topology policy's.
+      - Any type is accepted so that a wrong one is reported with every other problem.
+    type: raw
+  gpu_memory_utilization:
+    description:
+      - The gpu_memory_utilization that will be used; null takes the profile's.
+      - Any type is accepted; one that is not a number is reported through the role-input checks.
+    type: raw
+  extra_args:
+    description:
+      - Further C(vllm serve) arguments, checked against the profile's compute-capability constraints.
+      - Any type is accepted; one that is not a list of strings is reported through the role-input checks.
+    type: raw
+    default: []
+  driver_branch:
+    description: The driver branch the nvidia_driver role will install; null when no driver role runs.
+    type: raw
+  installs_driver:
+    description: Whether this run installs the driver (so a too-old loaded driver will be replaced).
+    type: bool
+    default: false
+  weights_path:
+    description:
+      - Absolute path on the node where the weights are or will be. Free space is measured on its nearest existing
+        ancestor; bytes already there count towards the weights, and a C(config.json) found there supplies the model's
+        dimensions.
+      - Empty takes the profile's source when it is an absolute path, else the Hugging Face cache's directory for the
+        repository under O(hf_home).
+    type: path
+  hf_home:
+    description: Absolute path of the Hugging Face cache (HF_HOME) the service uses.
+    type: path
+    default: /var/cache/vllm/huggingface
+  role_specs:
+    description: Role name to its C(argument_specs.main.options), for every role whose inputs are checked.
+    type: dict
+    default: {}
+  variables:
+    description:
+      - Variable name to value, for the variables that start with a role's prefix; each is checked against the role
+        with the longest matching prefix. Leave secrets (options with C(no_log)) out.
+    type: dict
+    default: {}
+  known_other_variables:
+    description: Role-prefixed variables that are not role options but are expected (no unknown-variable warning).
+    type: list
+    elements: str
+    default: []
+  fail_on_problems:
+    description: Fail when a problem is found. V(false) only reports.
+    type: bool
+    default: true
+seealso:
+  - name: Model profiles
+    description: The profile schema, in the collection's C(docs/model-profiles.md).
+    link: https://docs.vllm.ai/projects/recipes/
+"""
+
+EXAMPLES = r"""
+- name: Check the host before anything changes
+  moeops.inference.preflight:
+    distro:
+      distribution: "{{ ansible_facts.distribution }}"
+      version: "{{ ansible_facts.distribution_version }}"
+      major_version: "{{ ansible_facts.distribution_major_version }}"
+      os_family: "{{ ansible_facts.os_family }}"
+    gpu_facts: "{{ ansible_facts.nvidia_gpu }}"
+    profile: "{{ vllm_model_profile }}"
+    driver_branch: 580
+    installs_driver: true
+    weights_path: /var/cache/vllm/huggingface/hub/models--moonshotai--Kimi-K2.5
+"""
+
+RETURN = r"""
+problems:
+  description: Every problem found; the module fails when there is one (O(fail_on_problems)).
+  returned: always
+  type: list
+  elements: str
+  sample: ["GPU memory: 4 x 102.6 GB at gpu_memory_utilization 0.92 gives 378 GB, but profile kimi-k2.5-int4 needs at least 714 GB"]
+preflight_warnings:
+  description: Warnings (also emitted as Ansible warnings), such as P2P unsupported between GPUs.
+  returned: always
+  type: list
+  elements: str
+checked:
+  description: What was checked - distribution, roles, GPU count, tensor-parallel size, model dimensions with their
+    source (config.json or profile), the compute-capability constraints applied, and the weights location.
+  returned: always
+  type: dict
+  sample: {"gpus": 8, "tensor_parallel_size": 8, "roles": ["vllm", "vllm_service"]}
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.moeops.inference.plugins.module_utils import preflight
+
+
+def group_variables(specs, variables):
+    """{role: {name: value}}: each variable goes to the role with the longest matching prefix."""
+    grouped = dict((role, {}) for role in specs)
+    for name, value in variables.items():
+        roles = [r for r in specs if name.startswith(r + "_")]
+        if roles:
+            grouped[max(roles, key=len)][name] = value
+    return grouped
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            distro=dict(type="dict", default={}),
+            gpu_facts=dict(type="dict", default={}),
+            gpus_required=dict(type="bool", default=False),
+            profile=dict(type="raw"),
+            profile_var=dict(type="str", default="vllm_service_model"),
+            profile_error=dict(type="str", default=""),
+            tensor_parallel_size=dict(type="raw"),
+            gpu_memory_utilization=dict(type="raw"),
+            extra_args=dict(type="raw", default=[]),
+            driver_branch=dict(type="raw"),
+            installs_driver=dict(type="bool", default=False),
+            weights_path=dict(type="path"),
+            hf_home=dict(type="path", default="/var/cache/vllm/huggingface"),
+            role_specs=dict(type="dict", default={}),
+            variables=dict(type="dict", default={}),
+            known_other_variables=dict(type="list", elements="str", default=[]),
+            fail_on_problems=dict(type="bool", default=True),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    weights = {}
+    source = p["profile"].get("source") if isinstance(p["profile"], dict) else None
+    path = p["weights_path"] or (preflight.weights_location(source, p["hf_home"]) if isinstance(source, str) else "")
+    if path and path.startswith("/"):
+        weights = preflight.read_weights_dir(path)
+    specs = p["role_specs"]
+    inputs = dict(
+        distro=p["distro"], gpu_facts=p["gpu_facts"], gpus_required=p["gpus_required"], profile=p["profile"],
+        profile_var=p["profile_var"], profile_error=p["profile_error"],
+        tensor_parallel_size=p["tensor_parallel_size"], gpu_memory_utilization=p["gpu_memory_utilization"],
+        extra_args=p["extra_args"], driver_branch=p["driver_branch"], installs_driver=p["installs_driver"],
+        weights=weights, role_specs=specs, role_values=group_variables(specs, p["variables"]),
+        variable_names=sorted(p["variables"]), known_other_variables=p["known_other_variables"],
+    )
+    report = preflight.run_preflight(inputs)
+    for warning in report["warnings"]:
+        module.warn(warning)
+    result = dict(changed=False, problems=report["problems"], preflight_warnings=report["warnings"],
+                  checked=report["checked"])
+    if report["problems"] and p["fail_on_problems"]:
+        module.fail_json(
+            msg="preflight found %d problem(s); nothing was changed: %s"
+                % (len(report["problems"]), " | ".join("(%d) %s" % (i + 1, m) for i, m in enumerate(report["problems"]))),
+            **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
