@@ -132,9 +132,9 @@ def vllm_tensor_parallel_problems(tp: int, heads: Optional[int], kv_heads: Optio
     heads must split evenly across the ranks; key/value heads are split or replicated evenly."""
     problems = []
     if heads and heads % tp:
-        problems.append("does not divide the model's %d attention heads (vLLM refuses: heads must split evenly)" % heads)
+        problems.append("does not divide the model's %d attention heads" % heads)
     if kv_heads and (kv_heads % tp if kv_heads >= tp else tp % kv_heads):
-        problems.append("and the model's %d key/value heads cannot be split or replicated evenly over it" % kv_heads)
+        problems.append("cannot split or replicate its %d key/value heads evenly" % kv_heads)
     return problems
 
 
@@ -150,9 +150,11 @@ def check_tensor_parallel(tp: Any, gpu_count: int, dims: Mapping[str, Any], prof
     if profile.get("tensor_parallel_divides_attention_heads", True):
         fits = [str(d) for d in range(1, max(gpu_count, 1) + 1)
                 if not vllm_tensor_parallel_problems(d, heads, kv)]
-        for why in vllm_tensor_parallel_problems(tp, heads, kv):
-            problems.append("%s %d %s (head counts from %s). Use one of %s." % (
-                var, tp, why, dims.get("sources", {}).get("num_attention_heads"), ", ".join(fits) or "1"))
+        whys = vllm_tensor_parallel_problems(tp, heads, kv)
+        if whys:
+            problems.append("%s %d %s (head counts from %s); vLLM shards heads evenly and refuses it. Use one of %s."
+                            % (var, tp, " and ".join(whys), dims.get("sources", {}).get("num_attention_heads"),
+                               ", ".join(fits) or "1"))
     sizes = profile.get("tensor_parallel_sizes") or []
     if sizes and tp not in sizes:
         problems.append("%s %d is not one of the sizes profile %s supports (tensor_parallel_sizes: %s)."
