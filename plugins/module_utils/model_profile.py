@@ -101,24 +101,25 @@ def validate_profile(profile: Any, var: str = "vllm_service_model") -> List[str]
         if not _type_ok(profile[key], types):
             problems.append("%s.%s: must be a %s, got %s %r"
                             % (var, key, _type_names(types), type(profile[key]).__name__, profile[key]))
-    if problems:
-        return problems
-    source = profile["source"]
-    if not (source.startswith("/") or (source.count("/") == 1 and all(source.split("/")))):
+    ok = dict((k, v) for k, v in profile.items()
+              if k in PROFILE_KEYS and v is not None and _type_ok(v, PROFILE_KEYS[k][0]))
+    source = ok.get("source")
+    if source is not None and not (source.startswith("/") or (source.count("/") == 1 and all(source.split("/")))):
         problems.append("%s.source: %r is neither a Hugging Face repo id (org/name) nor an absolute path" % (var, source))
-    if not 0 < float(profile["gpu_memory_utilization"]) <= 1:
+    if "gpu_memory_utilization" in ok and not 0 < float(ok["gpu_memory_utilization"]) <= 1:
         problems.append("%s.gpu_memory_utilization: must be above 0 and at most 1, got %s"
-                        % (var, profile["gpu_memory_utilization"]))
+                        % (var, ok["gpu_memory_utilization"]))
     for key in ("max_model_len", "weights_size_gb", "min_gpu_memory_gb", "hidden_size", "num_attention_heads",
                 "num_key_value_heads"):
-        if key in profile and profile[key] is not None and profile[key] <= 0:
-            problems.append("%s.%s: must be above 0, got %s" % (var, key, profile[key]))
-    if profile.get("kv_cache_dtype", "auto") not in KV_CACHE_DTYPES:
+        if key in ok and ok[key] <= 0:
+            problems.append("%s.%s: must be above 0, got %s" % (var, key, ok[key]))
+    if ok.get("kv_cache_dtype", "auto") not in KV_CACHE_DTYPES:
         problems.append("%s.kv_cache_dtype: %r is not one of vLLM's %s"
-                        % (var, profile["kv_cache_dtype"], ", ".join(KV_CACHE_DTYPES)))
-    if profile.get("chat_template_content_format", "auto") not in CHAT_TEMPLATE_CONTENT_FORMATS:
+                        % (var, ok["kv_cache_dtype"], ", ".join(KV_CACHE_DTYPES)))
+    if ok.get("chat_template_content_format", "auto") not in CHAT_TEMPLATE_CONTENT_FORMATS:
         problems.append("%s.chat_template_content_format: %r is not one of %s"
-                        % (var, profile["chat_template_content_format"], ", ".join(CHAT_TEMPLATE_CONTENT_FORMATS)))
+                        % (var, ok["chat_template_content_format"], ", ".join(CHAT_TEMPLATE_CONTENT_FORMATS)))
+    profile = ok
     for key in ("extra_args",):
         if any(not isinstance(a, str) for a in profile.get(key) or []):
             problems.append("%s.%s: every element must be a string (quote numbers in YAML)" % (var, key))

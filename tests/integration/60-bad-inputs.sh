@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Bad inputs and preflight refusals on one systemd podman node (no vLLM needed on it):
+#  - the deploy play (playbooks/deploy.yml) with each bad input of bad-inputs/cases.yml as one
+#    inventory host, all pointing at the same node: each must be refused by preflight, before any
+#    role runs, with a message naming the variable (checked);
+#  - the cases that must pass with a warning only (P2P unsupported, a misspelt variable), through
+#    playbooks/preflight.yml;
+#  - bad inputs given with -e (strings from the command line) to a thin model playbook, and the
+#    preflight tag;
+#  - the node is fingerprinted (files under /etc /opt /usr /var/lib /var/cache, packages, users,
+#    units) before and after, and must be unchanged.
+# Runs from the repository root with the tooling venv on PATH (tests/run sets that up).
+set -euo pipefail
+start=$SECONDS
+here=$PWD/tests/integration/bad-inputs
+inv=$here/inventory
+export MOEOPS_NODE_SUFFIX=${MOEOPS_NODE_SUFFIX:-}
+node=moeops-badinputs$MOEOPS_NODE_SUFFIX
+fixdir=/etc/moeops/fixtures
+work=$(mktemp -d)
+cleanup() { podman rm -f "$node" >/dev/null 2>&1 || true; rm -rf "$work"; }
+trap cleanup EXIT
+podman rm -f "$node" >/dev/null 2>&1 || true
+
+echo "--- node $node"
+ansible-playbook -i "$inv" playbooks/sim_node.yml > "$work/sim.log" || { tail -40 "$work/sim.log"; exit 1; }
+# The CONSTRUCTED GPU topologies, plus one derived here: the 8x RTX PRO 6000 seed with a driver
+# (565) too old for Blackwell.
+podman exec "$node" mkdir -p "$fixdir"
+podman cp tests/fixtures/gpu/constructed/. "$node:$fixdir/"
+python3 - tests/fixtures/gpu/constructed/rtxpro6000-x8-2numa.json "$work/rtxpro6000-x8-driver565.json" <<'PY'
+import json, sys
+snap = json.load(open(sys.argv[1]))
+snap["driver_version"] = "565.57.01"
+snap["description"] = "CONSTRUCTED (derived by tests/integration/60-bad-inputs.sh): " + snap["description"] + " Driver 565."
+json.dump(snap, open(sys.argv[2], "w"), indent=1, sort_keys=True)
+PY
+podman cp "$work/rtxpro6000-x8-driver565.json" "$node:$fixdir/"
+
+fingerprint() {
+  # Everything a run could change; /var/lib/systemd (timer stamps) and the journal change on their own.
+  podman exec "$node" sh -c '
+    find /etc /opt /usr /var/lib /var/cache /srv -xdev \( -path /var/lib/systemd -o -path /var/cache/ldconfig \) -prune \
+         -o -printf "%p %y %s %m %u:%g %T@\n" 2>/dev/null | sort | sha256sum
+    dpkg-query -W -f "\${Package} \${Version} \${Status}\n" | sha256sum
+    getent passwd | sha256sum; getent group | sha256sum
+    systemctl list-unit-files --no-legend | sha256sum
+    find /etc /opt /usr /var/lib /var/cache /srv -xdev \( -path /var/lib/systemd -o -path /var/cache/ldconfig \) -prune -o -printf . | wc -c'
+}
+fingerprint > "$work/before"
+echo "fingerprint before: $(head -c 16 "$work/before") ($(tail -n1 "$work/before") paths)"
+
+python3 "$here/cases.py" inventory "$here/cases.yml" "$here" "$fixdir" "$node" "$work/cases.yml"
+export ANSIBLE_LOAD_CALLBACK_PLUGINS=1
+t0=$SECONDS
+rc=0
+ANSIBLE_STDOUT_CALLBACK=ansible.builtin.json ansible-playbook -i "$inv" -i "$work/cases.yml" playbooks/deploy.yml \
+  -e moeops_hosts=cases_deploy -f 40 > "$work/deploy.json" 2> "$work/deploy.err" || rc=$?
+[ "$rc" -eq 2 ] || { echo "deploy batch: exit $rc, expected 2 (hosts failed)"; tail -20 "$work/deploy.err"; exit 1; }
+rc=0
+ANSIBLE_STDOUT_CALLBACK=ansible.builtin.json ansible-playbook -i "$inv" -i "$work/cases.yml" playbooks/preflight.yml \
+  -e moeops_hosts=cases_preflight -f 40 > "$work/preflight.json" 2> "$work/preflight.err" || rc=$?
+[ "$rc" -eq 0 ] || { echo "preflight batch: exit $rc, expected 0"; tail -20 "$work/preflight.err"; exit 1; }
+echo "--- two batches in $((SECONDS - t0)) s"
+python3 "$here/cases.py" verify "$here/cases.yml" "$work/deploy.json" "$work/preflight.json"
+
+# Bad inputs from the command line (-e gives strings) to a thin playbook, without tags: refused.
+rc=0
+ansible-playbook -i "$inv" playbooks/glm5.yml -e moeops_hosts=moeops-badinputs -e vllm_service_port=99999 \
+  -e vllm_service_tensor_parallel_size=3 -e vllm_hf_home=cache/hf > "$work/cli.txt" 2>&1 || rc=$?
+[ "$rc" -eq 2 ] || { echo "-e run: exit $rc, expected 2"; tail -30 "$work/cli.txt"; exit 1; }
+for want in "vllm_service_port must be a TCP port in 1-65535, got '99999'" \
+            "vllm_service_tensor_parallel_size 3 does not divide the model" \
+            "vllm: vllm_hf_home must be an absolute path, got 'cache/hf'" \
+            "vllm_service: vllm_service_hf_home must be an absolute path, got 'cache/hf'"; do
+  grep -qF "$want" "$work/cli.txt" || { echo "-e run lacks: $want"; cat "$work/cli.txt"; exit 1; }
+done
+grep -q 'changed=0' "$work/cli.txt"
+echo "refused  -e vllm_service_port=99999 -e vllm_service_tensor_parallel_size=3 -e vllm_hf_home=cache/hf: all three named"
+
+# The preflight tag on a thin playbook runs the checks (and the roles' own input checks) only.
+ansible-playbook -i "$inv" playbooks/minimax_m25.yml --tags preflight -e moeops_hosts=moeops-badinputs \
+  -e moeops_model="$here/tiny_model.yml" > "$work/tag.txt" 2>&1 || { echo "--tags preflight failed"; tail -30 "$work/tag.txt"; exit 1; }
+grep -q 'preflight passed: 8 GPU(s)' "$work/tag.txt" && grep -q 'changed=0.*failed=0' "$work/tag.txt"
+echo "passed   minimax_m25.yml --tags preflight with a one-file profile: checks only, changed=0"
+
+fingerprint > "$work/after"
+if ! diff "$work/before" "$work/after"; then
+  echo "the node changed"; exit 1
+fi
+echo "fingerprint after:  $(head -c 16 "$work/after") (unchanged)"
+echo "60-bad-inputs: $((SECONDS - start)) s"
