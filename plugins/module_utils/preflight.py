@@ -299,7 +299,7 @@ def run_preflight(inputs: Mapping[str, Any]) -> Dict[str, Any]:
     """All checks.  `inputs` keys: distro (distribution, version, major_version, os_family), gpu_facts,
     gpus_required, profile, profile_var, profile_error, tensor_parallel_size (None: the policy's),
     gpu_memory_utilization (None: the profile's), extra_args, driver_branch, installs_driver, weights
-    (path, present_bytes, free_bytes, mount, config), role_specs, role_values, variable_names,
+    (path, present_bytes, free_bytes, mount, config), check_disk (default true), role_specs, role_values, variable_names,
     known_other_variables.  Returns problems, warnings and what was checked."""
     out: Result = _result()
     checked: Dict[str, Any] = {}
@@ -361,7 +361,10 @@ def run_preflight(inputs: Mapping[str, Any]) -> Dict[str, Any]:
         _merge(out, check_p2p(facts))
     if profile_ok:
         weights = inputs.get("weights") or {}
-        if weights.get("path"):
+        if weights.get("path") and not inputs.get("check_disk", True):
+            checked["weights"] = {"path": weights["path"], "disk": "not checked: nothing fetches the weights in this run "
+                                                                    "(no staging, and the service does not start here)"}
+        elif weights.get("path"):
             _merge(out, check_disk(weights["path"], int(float(profile["weights_size_gb"]) * GB),
                                    int(weights.get("present_bytes") or 0), weights.get("free_bytes"), weights.get("mount")))
             checked["weights"] = {"path": weights["path"], "present_bytes": weights.get("present_bytes") or 0,

@@ -91,6 +91,12 @@ options:
       - Empty takes the profile's source when it is an absolute path, else the Hugging Face cache's directory for the
         repository under O(hf_home).
     type: path
+  check_disk:
+    description:
+      - Check the free space for the weights. V(false) when nothing fetches them in this run (no staging role, and a
+        service that does not start, such as on a simulated node); the weights' C(config.json) is still read.
+    type: bool
+    default: true
   hf_home:
     description: Absolute path of the Hugging Face cache (HF_HOME) the service uses.
     type: path
@@ -185,6 +191,7 @@ def main():
             installs_driver=dict(type="bool", default=False),
             weights_path=dict(type="path"),
             hf_home=dict(type="path", default="/var/cache/vllm/huggingface"),
+            check_disk=dict(type="bool", default=True),
             role_specs=dict(type="dict", default={}),
             variables=dict(type="dict", default={}),
             known_other_variables=dict(type="list", elements="str", default=[]),
@@ -204,7 +211,7 @@ def main():
         profile_var=p["profile_var"], profile_error=p["profile_error"],
         tensor_parallel_size=p["tensor_parallel_size"], gpu_memory_utilization=p["gpu_memory_utilization"],
         extra_args=p["extra_args"], driver_branch=p["driver_branch"], installs_driver=p["installs_driver"],
-        weights=weights, role_specs=specs, role_values=group_variables(specs, p["variables"]),
+        weights=weights, check_disk=p["check_disk"], role_specs=specs, role_values=group_variables(specs, p["variables"]),
         variable_names=sorted(p["variables"]), known_other_variables=p["known_other_variables"],
     )
     report = preflight.run_preflight(inputs)

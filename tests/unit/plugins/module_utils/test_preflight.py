@@ -225,3 +225,9 @@ def test_config_json_dimensions_win(tmp_path):
     assert report["checked"]["dimensions"]["sources"]["num_attention_heads"] == "config.json"
     assert report["problems"][0].startswith("vllm_service_tensor_parallel_size 8 does not divide the model's 60")
     assert "head counts from config.json" in report["problems"][0]
+
+
+def test_disk_not_checked_when_nothing_fetches_the_weights():
+    report = run(check_disk=False, weights={"path": "/w", "present_bytes": 0, "free_bytes": GB})
+    assert report["problems"] == []
+    assert report["checked"]["weights"]["disk"].startswith("not checked: nothing fetches the weights")
