@@ -78,7 +78,7 @@ def _type_names(types: Tuple[type, ...]) -> str:
 
 def _cc_tuple(cc: Any) -> Optional[Tuple[int, int]]:
     try:
-        major, _, minor = str(cc).partition(".")
+        major, _dot, minor = str(cc).partition(".")
         return int(major), int(minor or 0)
     except ValueError:
         return None
@@ -93,10 +93,10 @@ def validate_profile(profile: Any, var: str = "vllm_service_model") -> List[str]
     for key in sorted(set(profile) - set(PROFILE_KEYS)):
         problems.append("%s.%s: not a profile key (known keys: %s); see docs/model-profiles.md"
                         % (var, key, ", ".join(sorted(PROFILE_KEYS))))
-    for key, (types, required, _what) in PROFILE_KEYS.items():
+    for key, (types, required, what) in PROFILE_KEYS.items():
         if key not in profile or profile[key] is None:
             if required:
-                problems.append("%s.%s: required (%s)" % (var, key, PROFILE_KEYS[key][2]))
+                problems.append("%s.%s: required (%s)" % (var, key, what))
             continue
         if not _type_ok(profile[key], types):
             problems.append("%s.%s: must be a %s, got %s %r"

@@ -50,7 +50,7 @@ def _result(problems: Optional[List[str]] = None, warnings: Optional[List[str]] 
 
 
 def _cc(cc: Any) -> Optional[Tuple[int, int]]:
-    major, _, minor = str(cc).partition(".")
+    major, _dot, minor = str(cc).partition(".")
     try:
         return int(major), int(minor or 0)
     except ValueError:
@@ -77,8 +77,8 @@ def check_gpus(facts: Mapping[str, Any], allow_mixed: bool, required: bool) -> R
     count = int(facts.get("count") or 0)
     if count == 0:
         reasons = "; ".join(str(u.get("reason")) for u in facts.get("unavailable") or [] if isinstance(u, Mapping))
-        msg = ("no NVIDIA GPU could be read (backend %s%s)" % (facts.get("backend", "none"),
-                                                                ": " + reasons if reasons else ""))
+        msg = "no NVIDIA GPU could be read (backend %s%s)" % (facts.get("backend", "none"),
+                                                             ": " + reasons if reasons else "")
         if required:
             return _result([msg + ". Check that the driver is loaded (nvidia-smi), or set gpu_topology_snapshot for a "
                                   "simulated node."])
@@ -362,8 +362,9 @@ def run_preflight(inputs: Mapping[str, Any]) -> Dict[str, Any]:
     if profile_ok:
         weights = inputs.get("weights") or {}
         if weights.get("path") and not inputs.get("check_disk", True):
-            checked["weights"] = {"path": weights["path"], "disk": "not checked: nothing fetches the weights in this run "
-                                                                    "(no staging, and the service does not start here)"}
+            checked["weights"] = {"path": weights["path"],
+                                  "disk": "not checked: nothing fetches the weights in this run "
+                                          "(no staging, and the service does not start here)"}
         elif weights.get("path"):
             _merge(out, check_disk(weights["path"], int(float(profile["weights_size_gb"]) * GB),
                                    int(weights.get("present_bytes") or 0), weights.get("free_bytes"), weights.get("mount")))

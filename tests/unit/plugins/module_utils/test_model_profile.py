@@ -114,11 +114,11 @@ def test_chat_template_kwargs_are_json():
 
 def test_dimensions_from_config_json_first_then_profile():
     kimi = profile("kimi_k25")
-    assert mp.model_dimensions(kimi)["sources"] == {"hidden_size": "profile", "num_attention_heads": "profile",
-                                                     "num_key_value_heads": "profile"}
+    assert mp.model_dimensions(kimi)["sources"] == {
+        "hidden_size": "profile", "num_attention_heads": "profile", "num_key_value_heads": "profile"}
     # Kimi-K2.5's config.json keeps the language model's dimensions in text_config.
-    dims = mp.model_dimensions(kimi, {"architectures": ["KimiK25"], "text_config": {"hidden_size": 7000,
-                                                                                  "num_attention_heads": 56}})
+    config = {"architectures": ["KimiK25"], "text_config": {"hidden_size": 7000, "num_attention_heads": 56}}
+    dims = mp.model_dimensions(kimi, config)
     assert (dims["hidden_size"], dims["num_attention_heads"], dims["num_key_value_heads"]) == (7000, 56, 64)
     assert dims["sources"] == {"hidden_size": "config.json", "num_attention_heads": "config.json",
                                "num_key_value_heads": "profile"}
