@@ -77,8 +77,8 @@ def check_gpus(facts: Mapping[str, Any], allow_mixed: bool, required: bool) -> R
     count = int(facts.get("count") or 0)
     if count == 0:
         reasons = "; ".join(str(u.get("reason")) for u in facts.get("unavailable") or [] if isinstance(u, Mapping))
-        msg = "no NVIDIA GPU could be read (backend %s%s)" % (facts.get("backend", "none"),
-                                                             ": " + reasons if reasons else "")
+        msg = "no NVIDIA GPU could be read (backend %s%s)" % (
+            facts.get("backend", "none"), ": " + reasons if reasons else "")
         if required:
             return _result([msg + ". Check that the driver is loaded (nvidia-smi), or set gpu_topology_snapshot for a "
                                   "simulated node."])
