@@ -222,6 +222,31 @@ def effective_unit(main_text: str, dropins: Sequence[Tuple[str, str]] = (), main
     }
 
 
+# Where systemd looks for a system unit's drop-ins, highest priority first (systemd.unit(5)).
+DROPIN_DIRS = ("/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system",
+               "/usr/lib/systemd/system", "/lib/systemd/system")
+
+
+def dropin_dir_names(unit: str) -> List[str]:
+    """'vllm.service' -> ['vllm.service.d', 'service.d']: the unit's own and its type's drop-in directories."""
+    names = [unit + ".d"]
+    if "." in unit:
+        names.append(unit.rsplit(".", 1)[1] + ".d")
+    return names
+
+
+def dropin_order(found: Sequence[str]) -> List[str]:
+    """Drop-in paths listed highest-priority directory first -> the ones systemd applies, in its order.
+
+    A file name in a higher-priority directory masks the same name in a lower one;
+    the survivors apply sorted by file name, whatever directory they are in.
+    """
+    chosen: Dict[str, str] = {}
+    for path in found:
+        chosen.setdefault(path.rsplit("/", 1)[-1], path)
+    return [chosen[name] for name in sorted(chosen)]
+
+
 def parse_show(text: str) -> Dict[str, str]:
     """`systemctl show -p A -p B` output -> {A: value}."""
     props: Dict[str, str] = {}
@@ -432,6 +457,7 @@ def report_lines(host: str, report: Mapping[str, Any]) -> List[str]:
     sections = [("nccl", "NCCL"), ("environment", "environment"), ("vllm", "vllm serve"), ("install", "installed"),
                 ("unit", "other unit directives")]
     reasons: List[str] = []
+    unit_path = (report.get("unit") or {}).get("path") or ""
     for category, title in sections:
         cat_rows = [r for r in rows if r["category"] == category]
         if category == "unit":
@@ -454,8 +480,11 @@ def report_lines(host: str, report: Mapping[str, Any]) -> List[str]:
                     reasons.append(key)
                 src += " [%d]" % (reasons.index(key) + 1)
             mark = "same   " if not r["drift"] else "DIFFERS"
-            lines.append("    %s %s deployed=%s desired=%s from %s" % (
-                mark, r["name"].ljust(width), _shown(r["deployed"]), _shown(r["desired"]), src))
+            where = ""
+            if r["drift"] and r["deployed"] is not None and r["deployed_from"] not in ("", unit_path):
+                where = " (deployed by %s)" % r["deployed_from"]
+            lines.append("    %s %s deployed=%s%s desired=%s from %s" % (
+                mark, r["name"].ljust(width), _shown(r["deployed"]), where, _shown(r["desired"]), src))
     for i, key in enumerate(reasons, 1):
         lines.append("  [%d] %s" % (i, key))
     return lines
@@ -558,10 +587,13 @@ def build_report(host: str, desired: Mapping[str, Any], deployed: Mapping[str, A
         if health.get("status") == 200:
             hline = "/health 200"
         else:
-            hline = "/health not answering yet (%s)" % (health.get("error") or health.get("status"))
+            hline = "/health not answering (%s)" % (health.get("error") or health.get("status"))
             if verdict == "running":
-                hline += ": still loading the model, or stuck; journalctl -u %s" % unit.get("name", "vllm")
-                problems.append("not healthy")
+                up = state.get("uptime_s")
+                hline += ": LOADING or stuck, %s after the start; loading a large model takes many minutes, " \
+                         "journalctl -u %s shows its progress" % (_duration(up) if up is not None else "unknown time",
+                                                                  unit.get("name", "vllm"))
+                problems.append("not healthy yet")
         mline = ("/v1/models %s" % ", ".join(models.get("ids") or []) if models.get("status") == 200 else
                  "/v1/models %s" % (models.get("error") or models.get("status")))
         status.append("http     %s at %s; %s (%s)" % (hline, http.get("url"), mline,

@@ -209,7 +209,15 @@ def main():
     path = props.get("FragmentPath") or "/etc/systemd/system/%s" % name
     deployed = os.path.exists(path)
     text = _read(path, errors) if deployed else None
-    dropins = [p for p in (props.get("DropInPaths") or "").split() if p]
+    # The files, not only what systemd has loaded: a drop-in added by hand counts before daemon-reload too.
+    found = []
+    for base in vs.DROPIN_DIRS:
+        for dir_name in vs.dropin_dir_names(name):
+            found.extend(sorted(glob.glob(os.path.join(base, dir_name, "*.conf"))))
+    # Units under /lib are the same files as under /usr/lib on merged-/usr systems.
+    found = [f for i, f in enumerate(found) if os.path.realpath(f) not in [os.path.realpath(g) for g in found[:i]]]
+    found.extend(p for p in (props.get("DropInPaths") or "").split() if p and p not in found)
+    dropins = vs.dropin_order(found)
     dropin_texts = []
     for dropin in dropins:
         dtext = _read(dropin, errors)
