@@ -547,10 +547,13 @@ def build_report(host: str, desired: Mapping[str, Any], deployed: Mapping[str, A
         problems.append("not deployed")
     else:
         same_text = unit.get("digest") == text_digest(desired.get("unit_text") or "")
-        status.append("unit     %s: %s" % (path, "identical to what the role renders now" if same_text else
-                                          "DIFFERS from what the role renders now (edited by hand, or rendered "
-                                          "from other inputs)" + ("" if any(r["drift"] for r in rows)
-                                                                  else "; only in comments or layout")))
+        if same_text:
+            verdict_text = "identical to what the role renders now"
+        else:
+            verdict_text = "DIFFERS from what the role renders now (edited by hand, or rendered from other inputs)"
+            if not any(r["drift"] for r in rows):
+                verdict_text += "; only in comments or layout"
+        status.append("unit     %s: %s" % (path, verdict_text))
         status.append("drop-ins %s" % (", ".join(unit.get("dropins") or []) or "none"))
         for env_file in deployed.get("environment_files") or []:
             if not env_file.get("exists"):
@@ -596,8 +599,8 @@ def build_report(host: str, desired: Mapping[str, Any], deployed: Mapping[str, A
                 problems.append("not healthy yet")
         mline = ("/v1/models %s" % ", ".join(models.get("ids") or []) if models.get("status") == 200 else
                  "/v1/models %s" % (models.get("error") or models.get("status")))
-        status.append("http     %s at %s; %s (%s)" % (hline, http.get("url"), mline,
-                                                     "with the API key" if models.get("with_api_key") else "no API key set"))
+        key_text = "with the API key" if models.get("with_api_key") else "no API key set"
+        status.append("http     %s at %s; %s (%s)" % (hline, http.get("url"), mline, key_text))
     gpus = gpu_summary(gpu_facts or {})
     status.append("GPUs     %s" % gpus["line"])
     policy = desired.get("nccl") or {}

@@ -222,7 +222,7 @@ def main():
         dtext = _read(dropin, errors)
         if dtext is not None:
             dropin_texts.append((dropin, dtext))
-    mtimes = [os.stat(f).st_mtime for f in [path] + [d for d, _ in dropin_texts] if os.path.exists(f)]
+    mtimes = [os.stat(f).st_mtime for f in [path] + [d for d, dtext in dropin_texts] if os.path.exists(f)]
     effective = vs.effective_unit("", main_path=path)
     if text is not None or dropin_texts:
         try:

@@ -253,8 +253,8 @@ def test_report_hand_edited_and_loading():
 def test_report_nothing_deployed_and_no_gpus():
     deployed = {"unit": {"deployed": False, "path": "/etc/systemd/system/vllm.service",
                          "state": {"verdict": "not_deployed", "line": "not deployed"}},
-                "effective": {}, "vllm": {"venv": "/opt/vllm/venv", "version": None}, "http": {"checked": False,
-                                                                                                 "why": "service not running"}}
+                "effective": {}, "vllm": {"venv": "/opt/vllm/venv", "version": None},
+                "http": {"checked": False, "why": "service not running"}}
     report = vs.build_report("bare", {"unit_text": UNIT, "sources": SOURCES, "vllm_version": "0.33.0",
                                       "nccl": {"notes": ["0 GPU(s): no inter-GPU collectives, so no NCCL settings."]}},
                              deployed, {"count": 0, "backend": "none"})
