@@ -460,6 +460,9 @@ def report_lines(host: str, report: Mapping[str, Any]) -> List[str]:
     unit_path = (report.get("unit") or {}).get("path") or ""
     for category, title in sections:
         cat_rows = [r for r in rows if r["category"] == category]
+        if category == "unit" and not report.get("deployed", True):
+            lines.append("  %s: %d would be deployed (systemctl cat after the deploy shows them)" % (title, len(cat_rows)))
+            continue
         if category == "unit":
             # Only differences: the rest is the role's template, shown in full by systemctl cat.
             same = len([r for r in cat_rows if not r["drift"]])
@@ -479,7 +482,8 @@ def report_lines(host: str, report: Mapping[str, Any]) -> List[str]:
                 if key not in reasons:
                     reasons.append(key)
                 src += " [%d]" % (reasons.index(key) + 1)
-            mark = "same   " if not r["drift"] else "DIFFERS"
+            # DIFFERS: both set, other values; MISSING: desired but not deployed; EXTRA: deployed, not desired.
+            mark = {"same": "same   ", "missing": "MISSING", "unexpected": "EXTRA  "}.get(r["status"], "DIFFERS")
             where = ""
             if r["drift"] and r["deployed"] is not None and r["deployed_from"] not in ("", unit_path):
                 where = " (deployed by %s)" % r["deployed_from"]

@@ -172,6 +172,9 @@ def test_dropin_drift_names_the_dropin_and_new_sources_pass_through():
     assert rows["NCCL_PROTO"]["drift"] and rows["NCCL_PROTO"]["source"] == "tuning"
     assert rows["NCCL_PROTO"]["deployed_from"] == dropin[0]
     assert rows["NCCL_DEBUG"]["status"] == "unexpected" and rows["NCCL_DEBUG"]["desired"] is None
+    lines = vs.report_lines("h", {"rows": list(rows.values()), "deployed": True,
+                                  "unit": {"path": "/etc/systemd/system/vllm.service"}})
+    assert any(line.startswith("    EXTRA   NCCL_DEBUG") and "(deployed by %s)" % dropin[0] in line for line in lines)
 
 
 def test_argument_and_directive_drift():
@@ -264,6 +267,7 @@ def test_report_nothing_deployed_and_no_gpus():
     assert "unit     NOT DEPLOYED" in text and "vLLM     NOT INSTALLED" in text
     assert "GPUs     none read (backend none)" in text
     assert "policy   0 GPU(s)" in text
+    assert "MISSING NCCL_PROTO" in text and "other unit directives: 8 would be deployed" in text
 
 
 def test_report_failed_service_is_a_problem():
