@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -9,7 +10,7 @@ from ansible_collections.moeops.inference.plugins.module_utils import gpu_topolo
 from ansible_collections.moeops.inference.plugins.module_utils import nccl_policy
 from ansible_collections.moeops.inference.plugins.module_utils import nccl_tune as tune
 from ansible_collections.moeops.inference.plugins.module_utils import nccl_tune_rank
-from conftest import load_json
+from conftest import FIXTURES, load_json
 
 
 def facts(name="rtxpro6000-x8-2numa"):
@@ -311,3 +312,31 @@ def test_policy_ignores_a_result_from_another_topology():
 def test_policy_old_signature_unchanged():
     assert nccl_policy.nccl_env(facts()) == nccl_policy.nccl_policy(facts(), None, None)["env"]
     assert nccl_policy.nccl_env(facts(), {"NCCL_PROTO": "Simple"})["NCCL_PROTO"] == "Simple"
+
+
+# ------------------------------------------------------------------ the device run (1x H200, NCCL 2.28.9)
+
+def device_result():
+    with open(os.path.join(os.path.dirname(FIXTURES), "nccl_tune", "h200-x1-device", "result.json")) as f:
+        return json.load(f)
+
+
+def test_device_result_is_a_usable_document_for_the_captured_h200():
+    """Raw output of tests/device/nccl_tune_on_device.sh: 1 rank, so its ranking is noise, but its shape is real."""
+    doc = device_result()
+    assert tune.document_problems(doc) == []
+    assert doc["settings"]["backend"] == "nccl" and doc["settings"]["gpu"] == "NVIDIA H200"
+    assert [s["bytes"] for s in doc["sizes"]] == [s["bytes"] for s in sizes()]
+    assert len(doc["candidates"]) == 17 and not any(c["errors"] for c in doc["candidates"])
+    assert all(c["env"]["NCCL_NVLS_ENABLE"] == "0" for c in doc["candidates"])
+    # The pick is never slower than the defaults at a decode size.
+    assert all(v <= 1.0 for k, v in doc["best"]["ratios"].items() if k.startswith("decode-"))
+    # Re-ranking the stored measurements reproduces the stored pick.
+    sel = tune.rank_candidates(doc["candidates"], doc["sizes"], doc["objective"])
+    assert sel["best"]["name"] == doc["best"]["name"]
+    # The GPU snapshot captured on the same kind of machine in another session has the same fingerprint.
+    f = topo.from_snapshot(load_json("real", "h200-x1-device.nvml.snapshot.json"), "h200")
+    assert tune.fingerprint(f, "2.28.9", 1)["id"] == doc["fingerprint"]
+    policy = nccl_policy.nccl_policy(f, None, tuning=doc)
+    assert policy["env"] == doc["best"]["env"]
+    assert {s["source"] for s in policy["settings"].values()} == {"tuning"}
