@@ -333,6 +333,7 @@ def rank_candidates(
     sizes: Sequence[Mapping[str, Any]],
     objective: Mapping[str, Any],
     max_decode_regression: float = 0.0,
+    min_improvement: float = 0.0,
 ) -> Dict[str, Any]:
     """Rank measured candidates by the weighted mean of their time ratio to NCCL's defaults (lower is better).
 
@@ -340,7 +341,9 @@ def rank_candidates(
     A candidate is eligible when it measured every size and is no slower than
     the defaults at any decode size (beyond `max_decode_regression`, a
     fraction).  The defaults are always eligible, so the best is never worse
-    than leaving NCCL alone where decode is concerned.
+    than leaving NCCL alone where decode is concerned.  `min_improvement` (a
+    fraction) is the score gain below which a candidate does not displace the
+    defaults: timing noise alone must not change a deployment.
     """
     weights = size_weights(sizes, objective)
     baseline = next((m for m in measured if m["origin"] == "defaults"), None)
@@ -364,9 +367,11 @@ def rank_candidates(
         score = sum(weights[n] * r for n, r in ratios.items()) / sum(weights.values())
         slower = [s["name"] for s in sizes
                   if s["phase"] == "decode" and ratios[s["name"]] > 1.0 + float(max_decode_regression)]
+        small_gain = cand["origin"] != "defaults" and score > 1.0 - float(min_improvement)
+        why = ("slower than the defaults at %s" % ", ".join(slower)) if slower else (
+            "gain below min_improvement %.3f" % float(min_improvement) if small_gain else "")
         row.update(score=round(score, 4), ratios={k: round(v, 4) for k, v in ratios.items()},
-                   eligible=cand["origin"] == "defaults" or not slower,
-                   why=("slower than the defaults at %s" % ", ".join(slower)) if slower else "")
+                   eligible=cand["origin"] == "defaults" or not (slower or small_gain), why=why)
         rows.append(row)
     rows.sort(key=lambda r: (r["score"] is None, not r["eligible"], r["score"] if r["score"] is not None else 0.0,
                              r["origin"] != "defaults"))

@@ -144,6 +144,12 @@ options:
     description: How much slower than NCCL's defaults, as a fraction, a pick may be at a decode size (0 - never slower).
     type: float
     default: 0.0
+  min_improvement:
+    description:
+      - Score gain over NCCL's defaults, as a fraction, below which a candidate is not picked (the defaults are).
+        Keeps timing noise from changing a deployment.
+    type: float
+    default: 0.02
   store_dir:
     description: Absolute directory where results are stored.
     type: path
@@ -367,6 +373,7 @@ def main():
             candidate_timeout=dict(type="int", default=300),
             objective=dict(type="dict", default=dict(tune.DEFAULT_OBJECTIVE)),
             max_decode_regression=dict(type="float", default=0.0),
+            min_improvement=dict(type="float", default=0.02),
             store_dir=dict(type="path", default="/var/lib/moeops/nccl-tuning"),
             force=dict(type="bool", default=False),
             nccl_debug=dict(type="str", default=""),
@@ -475,9 +482,10 @@ def main():
                 progress.append(line)
                 log.write(line + "\n")
                 log.flush()
-        selection = tune.rank_candidates(measured, sizes, p["objective"], p["max_decode_regression"])
+        selection = tune.rank_candidates(measured, sizes, p["objective"], p["max_decode_regression"],
+                                         p["min_improvement"])
         settings = {k: p[k] for k in ("backend", "warmup", "iterations", "inner", "time_budget", "hidden_size",
-                                      "dtype_bytes", "max_decode_regression")}
+                                      "dtype_bytes", "max_decode_regression", "min_improvement")}
         settings.update(torch=probe.get("torch"), elapsed_s=round(time.monotonic() - started, 1),
                         gpu=info.get("gpu"), plan_notes=plan["notes"], grid_size=plan["grid_size"])
         doc = tune.build_document(fp, sizes, p["objective"], p["pinned"], measured, selection, not_run, settings,

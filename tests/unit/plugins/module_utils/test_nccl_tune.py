@@ -340,3 +340,12 @@ def test_device_result_is_a_usable_document_for_the_captured_h200():
     policy = nccl_policy.nccl_policy(f, None, tuning=doc)
     assert policy["env"] == doc["best"]["env"]
     assert {s["source"] for s in policy["settings"].values()} == {"tuning"}
+
+
+def test_a_gain_within_noise_keeps_the_defaults():
+    runs = [measured("defaults", "defaults", {"decode-1": 100, "decode-8": 100, "prefill-64": 1000}),
+            measured("noise", "grid", {"decode-1": 99, "decode-8": 99, "prefill-64": 990})]
+    assert tune.rank_candidates(runs, SIZES3, tune.DEFAULT_OBJECTIVE)["best"]["name"] == "noise"
+    sel = tune.rank_candidates(runs, SIZES3, tune.DEFAULT_OBJECTIVE, min_improvement=0.02)
+    assert sel["best"]["name"] == "defaults"
+    assert sel["ranking"][1]["why"] == "gain below min_improvement 0.020"
