@@ -6,8 +6,11 @@
 The module moeops.inference.nccl_tune writes this file's source to the node
 and starts it once per rank and candidate, as
 
-    python nccl_tune_rank.py '<spec JSON>'      (RANK, WORLD_SIZE, LOCAL_RANK,
-                                                  MASTER_ADDR, MASTER_PORT set)
+    python nccl_tune_rank.py --launch '<spec>'  (starts world_size ranks of itself
+                                                  with the candidate environment,
+                                                  waits, kills them at timeout_s)
+    python nccl_tune_rank.py '<spec JSON>'      (one rank: RANK, WORLD_SIZE,
+                                                  LOCAL_RANK, MASTER_ADDR, MASTER_PORT)
     python nccl_tune_rank.py --probe             (versions only, no process group)
 
 It needs nothing but PyTorch and the standard library, and imports PyTorch
@@ -19,10 +22,16 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import socket
+import subprocess
 import sys
+import tempfile
 import time
 
 LINE_PREFIX = "NCCL_TUNE "
+# Inherited NCCL variables would make "defaults" something else.
+SCRUBBED_PREFIXES = ("NCCL_", "TORCH_NCCL_")
 
 
 def emit(record):
@@ -90,24 +99,24 @@ def run(spec):
         dist.all_reduce(tensor)
         sync()
         correct = bool(torch.all(tensor == float(world_size)).item())
-        for _ in range(int(spec["warmup"])):
+        for _warm in range(int(spec["warmup"])):
             dist.all_reduce(tensor)
         sync()
         times = []
-        for _ in range(int(spec["iterations"])):
+        for _iteration in range(int(spec["iterations"])):
             dist.barrier()
             sync()
             if on_gpu:
                 begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 begin.record()
-                for _ in range(inner):
+                for _call in range(inner):
                     dist.all_reduce(tensor)
                 end.record()
                 end.synchronize()
                 elapsed_us = begin.elapsed_time(end) * 1000.0
             else:
                 t0 = time.perf_counter()
-                for _ in range(inner):
+                for _call in range(inner):
                     dist.all_reduce(tensor)
                 elapsed_us = (time.perf_counter() - t0) * 1e6
             times.append(round(elapsed_us / inner, 3))
@@ -119,11 +128,65 @@ def run(spec):
     return 0
 
 
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def launch(spec):
+    """Start every rank with the candidate's environment (spec['env']) and report their output as one record."""
+    world_size = int(spec["world_size"])
+    timeout = float(spec["timeout_s"])
+    port = free_port()
+    base = {k: v for k, v in os.environ.items() if not k.startswith(SCRUBBED_PREFIXES)}
+    base.update(spec.get("env") or {})
+    base["PYTHONUNBUFFERED"] = "1"
+    if spec.get("nccl_debug"):
+        base.update(NCCL_DEBUG=spec["nccl_debug"], NCCL_DEBUG_SUBSYS="INIT,TUNING")
+    rank_spec = json.dumps({k: v for k, v in spec.items() if k not in ("env", "world_size", "nccl_debug")})
+    procs, files = [], []
+    for rank in range(world_size):
+        env = dict(base, RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        out, err = tempfile.TemporaryFile(mode="w+"), tempfile.TemporaryFile(mode="w+")
+        files.append((out, err))
+        # Own process group each, so that a hung rank and its children can be killed.
+        procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), rank_spec], env=env,
+                                      stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True))
+    deadline = time.monotonic() + timeout
+    failure = ""
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            failure = "ranks killed after %ds (candidate_timeout or time_budget)" % timeout
+            break
+    for proc in procs:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    ranks = {}
+    for rank, (out, err) in enumerate(files):
+        out.seek(0)
+        err.seek(0)
+        ranks[str(rank)] = {"rc": procs[rank].returncode, "stdout": out.read(), "stderr": err.read()[-20000:]}
+        out.close()
+        err.close()
+        if not failure and procs[rank].returncode != 0:
+            failure = "rank %d exited %d: %s" % (rank, procs[rank].returncode,
+                                                 (ranks[str(rank)]["stderr"].strip().splitlines() or ["no output"])[-1])
+    emit({"event": "launch", "failure": failure, "ranks": ranks})
+    return 0
+
+
 def main(argv):
     if len(argv) == 2 and argv[1] == "--probe":
         return probe()
+    if len(argv) == 3 and argv[1] == "--launch":
+        return launch(json.loads(argv[2]))
     if len(argv) != 2:
-        sys.stderr.write("usage: nccl_tune_rank.py SPEC_JSON | --probe\n")
+        sys.stderr.write("usage: nccl_tune_rank.py SPEC_JSON | --launch SPEC_JSON | --probe\n")
         return 2
     try:
         return run(json.loads(argv[1]))
@@ -137,4 +200,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    # Run as a plain script by the module, never inside Ansible.
+    raise SystemExit(main(sys.argv))

@@ -252,9 +252,7 @@ import inspect
 import json
 import os
 import shutil
-import signal
 import socket
-import subprocess
 import tempfile
 import time
 
@@ -263,16 +261,6 @@ from ansible_collections.moeops.inference.plugins.module_utils import nccl_polic
 from ansible_collections.moeops.inference.plugins.module_utils import nccl_tune as tune
 from ansible_collections.moeops.inference.plugins.module_utils import nccl_tune_rank
 
-# Inherited NCCL variables would make "defaults" something else.
-SCRUBBED_PREFIXES = ("NCCL_", "TORCH_NCCL_")
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def write_rank_script(workdir):
     path = os.path.join(workdir, "nccl_tune_rank.py")
     with open(path, "w") as f:
@@ -280,52 +268,16 @@ def write_rank_script(workdir):
     return path
 
 
-def base_environment():
-    env = {k: v for k, v in os.environ.items() if not k.startswith(SCRUBBED_PREFIXES)}
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-def launch(python, script, spec, candidate_env, world_size, timeout, nccl_debug, workdir):
-    """Start every rank with the candidate's environment; {rank: stdout}, {rank: stderr}, failure or ''."""
-    port = free_port()
-    procs = []
-    files = []
-    for rank in range(world_size):
-        env = base_environment()
-        env.update(candidate_env)
-        env.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        if nccl_debug:
-            env.update(NCCL_DEBUG=nccl_debug, NCCL_DEBUG_SUBSYS="INIT,TUNING")
-        out = tempfile.TemporaryFile(mode="w+", dir=workdir)
-        err = tempfile.TemporaryFile(mode="w+", dir=workdir)
-        files.append((out, err))
-        procs.append(subprocess.Popen([python, script, json.dumps(spec)], env=env, stdout=out, stderr=err,
-                                      stdin=subprocess.DEVNULL, start_new_session=True))
-    deadline = time.monotonic() + timeout
-    failure = ""
-    for rank, proc in enumerate(procs):
-        try:
-            proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
-        except subprocess.TimeoutExpired:
-            failure = "ranks killed after %ds (candidate_timeout or time_budget)" % timeout
-            break
-    for proc in procs:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    stdout, stderr = {}, {}
-    for rank, (out, err) in enumerate(files):
-        out.seek(0)
-        err.seek(0)
-        stdout[rank], stderr[rank] = out.read(), err.read()
-        out.close()
-        err.close()
-        if not failure and procs[rank].returncode != 0:
-            failure = "rank %d exited %d: %s" % (rank, procs[rank].returncode,
-                                                 (stderr[rank].strip().splitlines() or ["no output"])[-1])
-    return stdout, stderr, failure
+def launch(module, python, script, spec):
+    """Run one candidate through the harness's launcher: {rank: stdout}, {rank: stderr}, failure or ''."""
+    rc, out, err = module.run_command([python, script, "--launch", json.dumps(spec)])
+    records = [r for r in tune.parse_rank_lines(out) if r.get("event") == "launch"]
+    if rc != 0 or not records:
+        return {}, {}, "launcher failed (rc %d): %s" % (rc, (err or out).strip()[-1000:])
+    ranks = records[0].get("ranks") or {}
+    stdout = {int(k): v.get("stdout", "") for k, v in ranks.items()}
+    stderr = {int(k): v.get("stderr", "") for k, v in ranks.items()}
+    return stdout, stderr, records[0].get("failure", "")
 
 
 def probe_nccl_version(module, python, script):
@@ -356,7 +308,7 @@ def main():
             hidden_size=dict(type="int", required=True),
             dtype_bytes=dict(type="int", default=2),
             decode_batches=dict(type="list", elements="int", default=list(tune.DEFAULT_DECODE_BATCHES)),
-            prefill_tokens=dict(type="list", elements="int", default=list(tune.DEFAULT_PREFILL_TOKENS)),
+            prefill_tokens=dict(type="list", elements="int", default=list(tune.DEFAULT_PREFILL_TOKENS), no_log=False),
             world_size=dict(type="int"),
             backend=dict(type="str", default="nccl", choices=["nccl", "gloo"]),
             pinned=dict(type="dict", default={}),
@@ -463,8 +415,9 @@ def main():
                 timeout = min(p["candidate_timeout"], max(p["time_budget"] - elapsed, 1)) if measured \
                     else p["candidate_timeout"]
                 t0 = time.monotonic()
-                stdout, stderr, failure = launch(p["python"], script, spec, cand["env"], world_size, int(timeout),
-                                                 p["nccl_debug"], workdir)
+                stdout, stderr, failure = launch(module, p["python"], script,
+                                                 dict(spec, env=cand["env"], world_size=world_size,
+                                                      timeout_s=int(timeout), nccl_debug=p["nccl_debug"]))
                 per_rank = {rank: tune.parse_rank_lines(text) for rank, text in stdout.items()}
                 agg = tune.aggregate_timings(per_rank, world_size, sizes)
                 errors = ([failure] if failure else []) + agg["errors"]

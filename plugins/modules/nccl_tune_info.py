@@ -21,7 +21,6 @@ requirements:
   - PyTorch in O(python) to read its NCCL version, unless O(nccl_version) is given.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - ansible.builtin.action_common_attributes.info_module
 attributes:
   check_mode:
     support: full
