@@ -261,6 +261,7 @@ from ansible_collections.moeops.inference.plugins.module_utils import nccl_polic
 from ansible_collections.moeops.inference.plugins.module_utils import nccl_tune as tune
 from ansible_collections.moeops.inference.plugins.module_utils import nccl_tune_rank
 
+
 def write_rank_script(workdir):
     path = os.path.join(workdir, "nccl_tune_rank.py")
     with open(path, "w") as f:
