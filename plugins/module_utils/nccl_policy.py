@@ -23,6 +23,11 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional
 
 from ansible_collections.moeops.inference.plugins.module_utils.gpu_topology import path_class, path_rank
+from ansible_collections.moeops.inference.plugins.module_utils.nccl_tune import (
+    document_problems,
+    topology_fingerprint,
+    tuning_summary,
+)
 
 # NCCL's own P2P cutoff when NCCL_P2P_LEVEL is unset.
 NCCL_DEFAULT_P2P_CUTOFF = "PXB"
@@ -77,9 +82,41 @@ def p2p_level(facts: Mapping[str, Any]) -> Dict[str, Any]:
     return {"setting": _setting(level, "p2p_level", reason), "warnings": warnings}
 
 
-def nccl_policy(facts: Mapping[str, Any], overrides: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+def apply_tuning(settings: Dict[str, Dict[str, str]], facts: Mapping[str, Any], tuning: Mapping[str, Any],
+                 notes: List[str], warnings: List[str]) -> None:
+    """Replace the static settings with a stored sweep's best environment (moeops.inference.nccl_tune).
+
+    The best environment is a whole measured environment: a variable the
+    policy sets but the winner leaves unset is dropped, because leaving it
+    unset is what was measured faster.
+    """
+    problems = document_problems(tuning)
+    if not problems and tuning["fingerprint_components"]["topology"] != topology_fingerprint(facts):
+        problems = ["it was measured on another topology (%s, this one %s)"
+                    % (tuning["fingerprint_components"]["topology"], topology_fingerprint(facts))]
+    if problems:
+        warnings.append("NCCL tuning result %s not used, static policy kept: %s"
+                        % (tuning.get("fingerprint") if isinstance(tuning, Mapping) else "?", "; ".join(problems)))
+        return
+    rule = "nccl_tune:%s" % tuning["fingerprint"]
+    reason = tuning_summary(tuning)
+    best = tuning["best"]["env"]
+    for name in sorted(set(settings) - set(best)):
+        notes.append("%s removed by NCCL tuning result %s (policy would set %s; the measured best leaves it unset)."
+                     % (name, tuning["fingerprint"], settings[name]["value"]))
+        del settings[name]
+    for name, value in sorted(best.items()):
+        settings[name] = _setting(value, rule, reason, source="tuning")
+
+
+def nccl_policy(facts: Mapping[str, Any], overrides: Optional[Mapping[str, Any]] = None,
+                tuning: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """Full result: {'env': {VAR: value}, 'settings': {VAR: {value, source, rule, reason}},
     'warnings': [..], 'notes': [..], 'report': [one readable line per setting, note and warning]}.
+
+    Precedence, lowest first: the static rules (source "policy"), a stored
+    tuning result (`tuning`, a document from moeops.inference.nccl_tune;
+    source "tuning"), inventory `overrides` (source "inventory").
 
     `overrides` comes from inventory: a string value sets or replaces a
     variable, None removes it.  Values must be strings, so that YAML's
@@ -106,12 +143,15 @@ def nccl_policy(facts: Mapping[str, Any], overrides: Optional[Mapping[str, Any]]
             notes.append("2 PCIe GPUs: vLLM's custom all-reduce handles decode; NCCL protocol and algorithm left to NCCL.")
         else:
             notes.append("Some pairs on NVLink, some not: NCCL protocol and algorithm left to NCCL.")
+    if tuning:
+        apply_tuning(settings, facts, tuning, notes, warnings)
     for name, value in (overrides or {}).items():
         if not isinstance(name, str) or not name:
             raise TypeError("nccl_env overrides: variable names must be non-empty strings, got %r" % (name,))
         if value is None:
             if name in settings:
-                notes.append("%s removed by inventory override (policy would set %s)." % (name, settings[name]["value"]))
+                notes.append("%s removed by inventory override (%s would set %s)."
+                             % (name, settings[name]["source"], settings[name]["value"]))
                 del settings[name]
             continue
         if not isinstance(value, str):
@@ -130,9 +170,10 @@ def nccl_policy(facts: Mapping[str, Any], overrides: Optional[Mapping[str, Any]]
     }
 
 
-def nccl_env(facts: Mapping[str, Any], overrides: Optional[Mapping[str, Any]] = None) -> Dict[str, str]:
+def nccl_env(facts: Mapping[str, Any], overrides: Optional[Mapping[str, Any]] = None,
+             tuning: Optional[Mapping[str, Any]] = None) -> Dict[str, str]:
     """Just the environment to put into the unit."""
-    return nccl_policy(facts, overrides)["env"]
+    return nccl_policy(facts, overrides, tuning)["env"]
 
 
 # vLLM's custom all-reduce (vllm/distributed/device_communicators/custom_all_reduce.py)

@@ -36,3 +36,20 @@ def test_filter_rejects_wrong_input():
 
 def test_layout_filter():
     assert FILTERS["vllm_parallel_layout"](seed())["tensor_parallel_size"] == 8
+
+
+def test_filter_takes_a_tuning_result():
+    from ansible_collections.moeops.inference.plugins.module_utils import nccl_tune as tune
+
+    f = seed()
+    doc = {"schema_version": 1, "fingerprint": "0123456789abcdef", "host": "lab", "measured_at": "now",
+           "fingerprint_components": {"topology": tune.topology_fingerprint(f), "world_size": 8,
+                                      "nccl_version": "2.27.3", "driver_version": "580.95.05"},
+           "best": {"name": "Simple/Ring", "env": {"NCCL_PROTO": "Simple"}, "score": 0.9, "ratios": {}},
+           "candidates": [{}, {}]}
+    explained = FILTERS["nccl_env"](f, {"NCCL_ALGO": "Tree"}, True, doc)
+    assert explained["env"] == {"NCCL_ALGO": "Tree", "NCCL_PROTO": "Simple"}
+    assert explained["settings"]["NCCL_PROTO"]["source"] == "tuning"
+    assert FILTERS["nccl_env"](f, {}, False, None) == FILTERS["nccl_env"](f)
+    with pytest.raises(AnsibleFilterError, match="tuning must be"):
+        FILTERS["nccl_env"](f, {}, False, "best")

@@ -1,0 +1,176 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, moeops.inference contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: nccl_tune_info
+short_description: Find the stored NCCL tuning result that matches the node now
+version_added: 0.2.0
+description:
+  - Computes the fingerprint that M(moeops.inference.nccl_tune) stores its results under (topology from O(gpu_facts),
+    driver version, the NCCL version of the PyTorch in O(python), O(world_size)) and returns the stored result for it.
+  - The C(moeops.inference.vllm_service) role passes that result to the NCCL policy, which then prefers the measured
+    environment over its static rules; inventory overrides still win.
+  - A result for another fingerprint is never returned; RV(stored) lists what is there, so a report can say why none matched.
+author:
+  - moeops.inference contributors (@moeops)
+requirements:
+  - PyTorch in O(python) to read its NCCL version, unless O(nccl_version) is given.
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: The module only reads.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+options:
+  python:
+    description: Absolute path of the Python whose PyTorch the service runs (the vLLM venv's).
+    type: path
+    default: /opt/vllm/venv/bin/python
+  gpu_facts:
+    description: The C(nvidia_gpu) facts from M(moeops.inference.gpu_facts).
+    type: dict
+    required: true
+  world_size:
+    description: Number of ranks the service runs (its tensor-parallel size); defaults to the GPU count.
+    type: int
+  nccl_version:
+    description: The NCCL version, when known; skips starting O(python).
+    type: str
+  store_dir:
+    description: Absolute directory of the stored results.
+    type: path
+    default: /var/lib/moeops/nccl-tuning
+"""
+
+EXAMPLES = r"""
+- name: Look for a tuning result for this node
+  moeops.inference.nccl_tune_info:
+    gpu_facts: "{{ ansible_facts.nvidia_gpu }}"
+    world_size: 8
+  register: tuning
+
+- name: Render the NCCL environment with it
+  ansible.builtin.debug:
+    msg: "{{ ansible_facts.nvidia_gpu | moeops.inference.nccl_env(tuning=tuning.result) }}"
+"""
+
+RETURN = r"""
+found:
+  description: Whether a usable result for the fingerprint is stored.
+  returned: always
+  type: bool
+result:
+  description: The stored document (see M(moeops.inference.nccl_tune)); null when none matched.
+  returned: always
+  type: dict
+fingerprint:
+  description: The fingerprint of the node now (id and components); empty when it could not be computed.
+  returned: always
+  type: dict
+stored_path:
+  description: Where a result for this fingerprint is or would be stored.
+  returned: always
+  type: str
+reason:
+  description: Why no result is used, empty when one is.
+  returned: always
+  type: str
+stored:
+  description: Fingerprint ids of every result in O(store_dir).
+  returned: always
+  type: list
+  elements: str
+"""
+
+import inspect
+import json
+import os
+import shutil
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.moeops.inference.plugins.module_utils import nccl_tune as tune
+from ansible_collections.moeops.inference.plugins.module_utils import nccl_tune_rank
+
+
+def probe_nccl_version(module, python):
+    """(version or None, why not)."""
+    if not os.access(python, os.X_OK):
+        return None, "%s does not exist (vLLM venv not installed yet)" % python
+    workdir = tempfile.mkdtemp(prefix="nccl-tune-info-")
+    try:
+        script = os.path.join(workdir, "nccl_tune_rank.py")
+        with open(script, "w") as f:
+            f.write(inspect.getsource(nccl_tune_rank))
+        rc, out, err = module.run_command([python, script, "--probe"])
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    records = [r for r in tune.parse_rank_lines(out) if r.get("event") == "probe"]
+    if rc != 0 or not records:
+        return None, "%s could not report its NCCL version (rc %d): %s" % (python, rc, (err or out).strip()[-500:])
+    return records[0].get("nccl_version"), ""
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            python=dict(type="path", default="/opt/vllm/venv/bin/python"),
+            gpu_facts=dict(type="dict", required=True),
+            world_size=dict(type="int"),
+            nccl_version=dict(type="str"),
+            store_dir=dict(type="path", default="/var/lib/moeops/nccl-tuning"),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    facts = p["gpu_facts"]
+    store_dir = p["store_dir"]
+    if not os.path.isabs(store_dir):
+        module.fail_json(msg="store_dir must be an absolute path, got %s" % store_dir)
+    try:
+        listing = os.listdir(store_dir)
+    except OSError:
+        listing = []
+    stored = tune.stored_names(listing)
+    result = dict(changed=False, found=False, result=None, fingerprint={}, stored_path="", reason="", stored=stored)
+    if not stored:
+        result["reason"] = "no tuning result stored in %s" % store_dir
+        module.exit_json(**result)
+    world_size = p["world_size"] or int(facts.get("count") or 0)
+    version = p["nccl_version"]
+    if version is None:
+        version, why = probe_nccl_version(module, p["python"])
+        if why:
+            result["reason"] = why
+            module.exit_json(**result)
+    fp = tune.fingerprint(facts, version, world_size)
+    path = tune.result_file(store_dir, fp["id"])
+    result.update(fingerprint=fp, stored_path=path)
+    if fp["id"] not in stored:
+        result["reason"] = ("no result for this node's fingerprint %s (%s); stored: %s"
+                            % (fp["id"], json.dumps(fp["components"], sort_keys=True), ", ".join(stored)))
+        module.exit_json(**result)
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as exc:
+        result["reason"] = "cannot read %s: %s" % (path, exc)
+        module.exit_json(**result)
+    problems = tune.document_problems(doc)
+    if problems:
+        result["reason"] = "%s is not usable: %s" % (path, "; ".join(problems))
+        module.exit_json(**result)
+    result.update(found=True, result=doc)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

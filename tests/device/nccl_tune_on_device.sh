@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Runs the NCCL sweep harness for real on a GPU machine lent by the device tool
+# (ansible-core as wheels in .whl/, as tests/device/gpu_facts_on_device.sh).
+# With ONE GPU it exercises the real NCCL code path (communicator init, CUDA-event
+# timing, the module's launch/parse/rank/store, the role's lookup and the policy's
+# precedence) at Kimi-K2.5's message sizes, but a 1-rank all-reduce moves no data
+# between GPUs: its timings rank nothing and are not a sweep result.
+# Usage (repo root): OUT=/some/dir bash tests/device/nccl_tune_on_device.sh
+set -euo pipefail
+: "${OUT:?set OUT}"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+WORLD_SIZE_SWEEP=${WORLD_SIZE_SWEEP:-$(nvidia-smi -L | wc -l)}
+BUDGET=${BUDGET:-240}
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH ANSIBLE_HOME=/tmp/ah
+root=/tmp/ac/ansible_collections
+mkdir -p "$root/moeops" "$root/community"
+ln -sfn "$PWD" "$root/moeops/inference"
+ln -sfn "$PWD/.whl/community.general" "$root/community/general"
+printf "[defaults]\nstdout_callback = ansible.builtin.default\n" > /tmp/ansible.cfg
+export ANSIBLE_COLLECTIONS_PATH=/tmp/ac ANSIBLE_CONFIG=/tmp/ansible.cfg
+py=$(command -v python3)
+nvidia-smi -L > "$OUT/nvidia-smi-L.txt"
+
+# 1. The rank script alone, one rank, NCCL's INIT and TUNING log.
+spec='{"backend":"nccl","device":"cuda","dtype":"bfloat16","inner":10,"warmup":5,"iterations":20,"timeout_s":120,
+"sizes":[{"name":"decode-1","elements":7168,"bytes":14336},{"name":"decode-128","elements":917504,"bytes":1835008},
+{"name":"prefill-8192","elements":58720256,"bytes":117440512}]}'
+RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29533 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING \
+  python3 plugins/module_utils/nccl_tune_rank.py "$spec" > "$OUT/rank-direct.stdout" 2> "$OUT/rank-direct.stderr"
+grep '^NCCL_TUNE' "$OUT/rank-direct.stdout"
+grep -c ' NCCL ' "$OUT/rank-direct.stderr" || true
+
+# 2. The module, the info module and the policy, through Ansible.
+cat > /tmp/sweep.yml <<YML
+- hosts: localhost
+  connection: local
+  gather_facts: false
+  vars:
+    ansible_python_interpreter: $py
+  tasks:
+    - moeops.inference.gpu_facts:
+        backend: nvml
+        required: true
+    - moeops.inference.nccl_tune:
+        python: $py
+        gpu_facts: "{{ ansible_facts.nvidia_gpu }}"
+        hidden_size: 7168
+        world_size: $WORLD_SIZE_SWEEP
+        pinned: {NCCL_NVLS_ENABLE: "0"}
+        nccl_debug: INFO
+        time_budget: $BUDGET
+        store_dir: /tmp/nccl-tuning
+      register: sweep
+    - moeops.inference.nccl_tune_info:
+        python: $py
+        gpu_facts: "{{ ansible_facts.nvidia_gpu }}"
+        world_size: $WORLD_SIZE_SWEEP
+        store_dir: /tmp/nccl-tuning
+      register: info
+    - ansible.builtin.copy:
+        dest: $OUT/sweep-result.json
+        content: "{{ {'sweep': sweep, 'info': info,
+                      'policy': ansible_facts.nvidia_gpu | moeops.inference.nccl_env({'NCCL_DEBUG': 'WARN'}, explain=true, tuning=info.result)} | to_nice_json }}"
+        mode: "0644"
+    - ansible.builtin.debug:
+        msg: "{{ sweep.progress + sweep.table + ['info found: ' ~ info.found ~ ' ' ~ info.reason] }}"
+YML
+start=$SECONDS
+ansible-playbook /tmp/sweep.yml 2>&1 | tee "$OUT/playbook.log"
+echo "playbook: $((SECONDS - start)) s"
+cp /tmp/nccl-tuning/sweep.log "$OUT/sweep.log"
