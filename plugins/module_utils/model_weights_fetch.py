@@ -5,34 +5,39 @@
 
 They are source text, not functions, because they run under another interpreter (the vLLM venv's,
 where huggingface_hub is installed) and another user than the module. Each reads its request as JSON
-on stdin (never a secret: the token comes through the HF_TOKEN environment variable) and writes JSON
-lines on stdout: {"event": "plan", ...} once the expected sizes are known, {"event": "done", ...} at the end.
+on stdin (never a secret: the token comes through the HF_TOKEN environment variable) and prints one JSON
+line on stdout at the end.
 """
 
 from __future__ import annotations
 
-# huggingface_hub: resolve the revision to a commit (GET /api/models/{repo}/revision/{rev}), list the tree
-# with sizes (GET /api/models/{repo}/tree/{commit}?recursive=true: the expected sizes), then snapshot_download
-# pinned to that commit (HEAD + GET /{repo}/resolve/{commit}/{file}; resumes *.incomplete blobs with Range).
+# huggingface_hub, in two steps: "plan" resolves the revision to a commit (GET /api/models/{repo}/revision/{rev})
+# and lists the tree with sizes (GET /api/models/{repo}/tree/{commit}?recursive=true: the expected sizes);
+# "download" runs snapshot_download pinned to that commit (HEAD + GET /{repo}/resolve/{commit}/{file}; it
+# resumes *.incomplete blobs with Range).
 HF_FETCH_PROGRAM = r'''
 import json, sys
-from huggingface_hub import HfApi, snapshot_download
-from huggingface_hub.hf_api import RepoFile
-from huggingface_hub.utils import filter_repo_objects
 
 req = json.load(sys.stdin)
-api = HfApi()
-commit = api.model_info(req["repo_id"], revision=req["revision"] or "main").sha
-tree = {f.path: f.size for f in api.list_repo_tree(req["repo_id"], revision=commit, recursive=True)
-        if isinstance(f, RepoFile)}
 allow = req["allow_patterns"] or None
 ignore = req["ignore_patterns"] or None
-wanted = set(filter_repo_objects(list(tree), allow_patterns=allow, ignore_patterns=ignore))
-files = {p: s for p, s in tree.items() if p in wanted}
-print(json.dumps({"event": "plan", "commit": commit, "files": files}), flush=True)
-path = snapshot_download(req["repo_id"], revision=commit, allow_patterns=allow, ignore_patterns=ignore,
-                         max_workers=req["max_workers"])
-print(json.dumps({"event": "done", "commit": commit, "path": path, "files": files}), flush=True)
+if req["step"] == "plan":
+    from huggingface_hub import HfApi
+    from huggingface_hub.hf_api import RepoFile
+    from huggingface_hub.utils import filter_repo_objects
+
+    api = HfApi()
+    commit = api.model_info(req["repo_id"], revision=req["revision"] or "main").sha
+    tree = {f.path: f.size for f in api.list_repo_tree(req["repo_id"], revision=commit, recursive=True)
+            if isinstance(f, RepoFile)}
+    wanted = set(filter_repo_objects(list(tree), allow_patterns=allow, ignore_patterns=ignore))
+    print(json.dumps({"event": "plan", "commit": commit, "files": {p: s for p, s in tree.items() if p in wanted}}))
+else:
+    from huggingface_hub import snapshot_download
+
+    path = snapshot_download(req["repo_id"], revision=req["commit"], allow_patterns=allow, ignore_patterns=ignore,
+                             max_workers=req["max_workers"])
+    print(json.dumps({"event": "done", "commit": req["commit"], "path": path}))
 '''
 
 # HTTP mirror: the module read the mirror's manifest; this fetches each file that is absent or of the wrong
@@ -43,7 +48,7 @@ import json, os, sys, urllib.parse, urllib.request
 
 req = json.load(sys.stdin)
 base, dest, files = req["url"].rstrip("/") + "/", req["dest"], req["files"]
-print(json.dumps({"event": "plan", "files": files}), flush=True)
+opener = urllib.request.build_opener()
 for rel, size in sorted(files.items()):
     final = os.path.join(dest, rel)
     if os.path.isfile(final) and os.path.getsize(final) == size:
@@ -56,7 +61,7 @@ for rel, size in sorted(files.items()):
         have = 0
     url = base + urllib.parse.quote(rel)
     headers = {"Range": "bytes=%d-" % have} if 0 < have < size else {}
-    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=req["timeout"]) as r:
+    with opener.open(urllib.request.Request(url, headers=headers), timeout=req["timeout"]) as r:
         if r.status == 200:
             have = 0
         announced = r.headers.get("Content-Length")
@@ -73,4 +78,21 @@ for rel, size in sorted(files.items()):
         sys.exit("%s: got %d bytes, the manifest says %d (connection cut? run again to resume)" % (rel, have, size))
     os.replace(part, final)
 print(json.dumps({"event": "done", "path": dest, "files": files}), flush=True)
+'''
+
+# local path: the service user (this program's user) must be able to open every file vLLM will read.
+LOCAL_READ_PROGRAM = r'''
+import json, os, sys
+
+root = json.load(sys.stdin)["path"]
+unreadable = []
+for dirpath, _dirs, names in os.walk(root, followlinks=True):
+    for name in names:
+        path = os.path.join(dirpath, name)
+        try:
+            with open(path, "rb") as f:
+                f.read(1)
+        except OSError as exc:
+            unreadable.append("%s (%s)" % (os.path.relpath(path, root), exc.strerror))
+print(json.dumps({"event": "done", "unreadable": sorted(unreadable)}), flush=True)
 '''

@@ -20,6 +20,7 @@ description:
     C(rsync --list-only); O(source=local) only the index and the safetensors headers.
   - After a verified download a staging record (O(record)) keeps the source, the pin and the expected sizes, so a
     later run checks the files against it and downloads nothing when they are complete.
+  - For O(source=local) it also checks, as O(owner), that every file can be read.
   - Downloads run as O(owner) in a child process; the token reaches it only through its C(HF_TOKEN) environment
     variable, never its arguments. Run it with C(async) and poll M(moeops.inference.model_weights_progress) for the
     bytes done.
@@ -27,6 +28,7 @@ author:
   - moeops.inference contributors (@moeops)
 requirements:
   - C(huggingface_hub) in the interpreter O(python) for O(source=hf) (the vLLM venv has it).
+  - C(setpriv) (util-linux) on the node, to run the download as O(owner).
   - C(rsync) on the node for O(source=rsync).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
@@ -221,14 +223,13 @@ import json
 import os
 import pwd
 import grp
-import subprocess
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 from ansible_collections.moeops.inference.plugins.module_utils import model_weights as mw
 from ansible_collections.moeops.inference.plugins.module_utils.model_weights_fetch import (
-    HF_FETCH_PROGRAM, HTTP_FETCH_PROGRAM)
+    HF_FETCH_PROGRAM, HTTP_FETCH_PROGRAM, LOCAL_READ_PROGRAM)
 
 SOURCE_SIZES = {"hf": "hub tree listing", "http": "mirror manifest (" + mw.MIRROR_MANIFEST_NAME + ")",
                 "rsync": "rsync --list-only", "local": "safetensors headers and index only"}
@@ -266,46 +267,47 @@ def _child_env(p):
     return env
 
 
-def _run_child(module, p, argv, request, measure, progress):
-    """Runs a download as the owner, streaming its JSON events; returns the last one ('done')."""
-    baseline = mw.bytes_on_disk(measure) if os.path.isdir(measure) else 0
-    state = {"state": "running", "pid": os.getpid(), "started": time.time(), "baseline": baseline,
-             "total": None, "measure": measure, "source": p["source"], "location": _location(p)}
-    if progress:
-        _write_json(progress, state)
-    stderr_path = (progress or p["record"]) + ".log"
-    with open(stderr_path, "w", encoding="utf-8") as err:
-        os.chmod(stderr_path, 0o600)
-        child = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                                 env=_child_env(p), user=p["owner"], group=p["group"], extra_groups=[],
-                                 cwd=p["_home"], close_fds=True, text=True)
-        child.stdin.write(json.dumps(request) if request is not None else "")
-        child.stdin.close()
-        last = None
-        for line in child.stdout:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(event, dict) and event.get("event") == "plan" and progress:
-                state["total"] = sum(event.get("files", {}).values()) or None
-                _write_json(progress, state)
-            last = event
-        rc = child.wait()
-    with open(stderr_path, encoding="utf-8", errors="replace") as f:
-        tail = f.read()[-3000:]
+def _as_owner(p, argv):
+    """argv run as the owner: setpriv (util-linux) drops to its uid and gid with no supplementary groups."""
+    return ["setpriv", "--reuid=%d" % p["_uid"], "--regid=%d" % p["_gid"], "--clear-groups", "--"] + argv
+
+
+def _run_child(module, p, argv, request, progress_state=None):
+    """Runs argv as the owner with the request on stdin; returns its last JSON line (its 'done' event)."""
+    rc, out, err = module.run_command(_as_owner(p, argv), data=json.dumps(request) if request is not None else None,
+                                      environ_update=_child_env(p), cwd=p["_home"])
     if rc != 0:
-        if progress:
-            state.update(state="failed", finished=time.time())
-            _write_json(progress, state)
+        if progress_state is not None:
+            progress_state.update(state="failed", finished=time.time())
+            _write_json(p["progress_file"], progress_state)
+        tail = (err or out)[-3000:].strip()
         if p["token"]:
             tail = tail.replace(p["token"], "********")
-        module.fail_json(msg="the %s download failed (exit %d), last output: %s" % (p["source"], rc, tail.strip()),
+        module.fail_json(msg="the %s download failed (exit %d), last output: %s" % (p["source"], rc, tail),
                          complete=False, downloaded=True)
-    if progress:
+    events = []
+    for line in out.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events[-1] if events else {}
+
+
+def _download(module, p, argv, request, measure, total):
+    """The download itself, with the progress file that model_weights_progress reads; returns bytes fetched."""
+    baseline = mw.bytes_on_disk(measure) if os.path.isdir(measure) else 0
+    state = {"state": "running", "pid": os.getpid(), "started": time.time(), "baseline": baseline,
+             "total": total or None, "measure": measure, "source": p["source"], "location": _location(p)}
+    if p["progress_file"]:
+        _write_json(p["progress_file"], state)
+    done = _run_child(module, p, argv, request, state if p["progress_file"] else None)
+    if p["progress_file"]:
         state.update(state="verifying", finished=time.time())
-        _write_json(progress, state)
-    return (last or {}), mw.bytes_on_disk(measure) - baseline if os.path.isdir(measure) else 0
+        _write_json(p["progress_file"], state)
+    return done, (mw.bytes_on_disk(measure) if os.path.isdir(measure) else 0) - baseline
 
 
 def _mirror_sizes(module, p):
@@ -329,27 +331,24 @@ def _mirror_sizes(module, p):
 
 def _fetch(module, p):
     """Downloads from the source; returns (directory, {path: size}, commit, bytes fetched)."""
-    progress = p["progress_file"]
     if p["source"] == "hf":
         request = {k: p[k] for k in ("repo_id", "revision", "allow_patterns", "ignore_patterns", "max_workers")}
-        done, fetched = _run_child(module, p, [p["python"], "-c", HF_FETCH_PROGRAM], request,
-                                   os.path.join(mw.hf_repo_folder(p["hf_home"], p["repo_id"]), "blobs"), progress)
-        return done.get("path"), done.get("files") or {}, done.get("commit"), fetched
+        plan = _run_child(module, p, [p["python"], "-c", HF_FETCH_PROGRAM], dict(request, step="plan"))
+        request.update(step="download", commit=plan.get("commit"), files=plan.get("files") or {})
+        done, fetched = _download(module, p, [p["python"], "-c", HF_FETCH_PROGRAM], request,
+                                  os.path.join(mw.hf_repo_folder(p["hf_home"], p["repo_id"]), "blobs"),
+                                  sum(request["files"].values()))
+        return done.get("path"), request["files"], plan.get("commit"), fetched
     sizes = _mirror_sizes(module, p)
     if p["source"] == "http":
         request = {"url": p["url"], "dest": p["dest"], "files": sizes, "timeout": p["timeout"]}
-        done, fetched = _run_child(module, p, [p["python"], "-c", HTTP_FETCH_PROGRAM], request, p["dest"], progress)
-        return p["dest"], sizes, None, fetched
-    argv = ["rsync", "--recursive", "--links", "--times", "--partial", "--partial-dir=.rsync-partial",
-            "--chmod=D0755,F0644", p["url"].rstrip("/") + "/", p["dest"].rstrip("/") + "/"]
-    if progress:
-        # rsync reports nothing as JSON: the plan is the listing read above.
-        _write_json(progress, {"state": "running", "pid": os.getpid(), "started": time.time(),
-                               "baseline": mw.bytes_on_disk(p["dest"]), "total": sum(sizes.values()),
-                               "measure": p["dest"], "source": "rsync", "location": p["url"]})
-    baseline = mw.bytes_on_disk(p["dest"])
-    _run_child(module, dict(p, progress_file=None), argv, None, p["dest"], None)
-    return p["dest"], sizes, None, mw.bytes_on_disk(p["dest"]) - baseline
+        argv = [p["python"], "-c", HTTP_FETCH_PROGRAM]
+    else:
+        request = None
+        argv = ["rsync", "--recursive", "--links", "--times", "--partial", "--partial-dir=.rsync-partial",
+                "--chmod=D0755,F0644", p["url"].rstrip("/") + "/", p["dest"].rstrip("/") + "/"]
+    done, fetched = _download(module, p, argv, request, p["dest"], sum(sizes.values()))
+    return p["dest"], sizes, None, fetched
 
 
 def main():
@@ -384,7 +383,8 @@ def main():
     p = dict(module.params)
     try:
         p["_home"] = pwd.getpwnam(p["owner"]).pw_dir
-        grp.getgrnam(p["group"])
+        p["_uid"] = pwd.getpwnam(p["owner"]).pw_uid
+        p["_gid"] = grp.getgrnam(p["group"]).gr_gid
     except KeyError as exc:
         module.fail_json(msg="owner %s or group %s does not exist on the node: %s" % (p["owner"], p["group"], exc))
     if not os.path.isdir(p["_home"]):
@@ -417,7 +417,7 @@ def main():
         if p["dest"]:
             if not os.path.isdir(p["dest"]):
                 os.makedirs(p["dest"], mode=0o755)
-            os.chown(p["dest"], pwd.getpwnam(p["owner"]).pw_uid, grp.getgrnam(p["group"]).gr_gid)
+            os.chown(p["dest"], p["_uid"], p["_gid"])
         path, expected, commit, fetched = _fetch(module, p)
         result.update(downloaded=True, bytes_fetched=max(fetched, 0), commit=commit)
         if not path:
@@ -430,6 +430,12 @@ def main():
             state.update(state="done" if check["complete"] else "failed", finished=time.time())
             _write_json(p["progress_file"], state)
 
+    if p["source"] == "local" and check["complete"]:
+        # Checked as root above; vLLM reads as the service user.
+        done = _run_child(module, p, [p["python"], "-c", LOCAL_READ_PROGRAM], {"path": path})
+        if done.get("unreadable"):
+            check = dict(check, complete=False,
+                         problems=["%s cannot read %s" % (p["owner"], f) for f in done["unreadable"]])
     result.update(check, path=path)
     if check["complete"]:
         try:

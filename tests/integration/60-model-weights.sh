@@ -81,6 +81,11 @@ rm "$work/broken/model-00002-of-00003.safetensors"
 stage missing fail -e model_weights_source=local -e model_weights_name=tiny-broken -e model_weights_local_path="$work/broken"
 grep -q 'missing: model-00002-of-00003.safetensors' "$work/missing.out"
 echo "local: truncated shard and missing shard each fail with the file named"
+cp -r "$work/model" "$work/private"
+chmod 0600 "$work/private/model-00001-of-00003.safetensors"
+stage unreadable fail -e model_weights_source=local -e model_weights_name=tiny-private -e model_weights_local_path="$work/private"
+grep -q 'nobody cannot read model-00001-of-00003.safetensors (Permission denied)' "$work/unreadable.out"
+echo "local: a shard the service user cannot read fails naming it"
 
 # 3. HTTP mirror: download, then a second run that changes nothing and sends no request.
 http=(-e model_weights_source=http -e model_weights_name=tiny-http -e "model_weights_mirror_url=http://127.0.0.1:$http_port/tiny-moe/"
@@ -163,5 +168,5 @@ echo "hf: a wrong token fails with the hub's 401"
 if grep -rF "$token" "$work"/*.out "$work/ansible.log" "$work/state" "$work/async" "$work/hf_home" 2>/dev/null; then
   echo "the token leaked (see above)"; exit 1
 fi
-echo "token: in none of $(ls "$work"/*.out | wc -l) outputs, the ansible log, state, async results or the cache"
+echo "token: in none of $(find "$work" -maxdepth 1 -name "*.out" | wc -l) outputs, the ansible log, state, async results or the cache"
 echo "model weights integration: $((SECONDS - start)) s"

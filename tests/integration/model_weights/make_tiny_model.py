@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Writes a tiny sharded safetensors model directory for the model_weights tests.
 
 The files are real safetensors (8-byte little-endian header length, JSON header with dtype, shape and
@@ -36,9 +35,10 @@ def main():
     weight_map, total = {}, 0
     for i in range(1, a.shards + 1):
         shard = "model-%05d-of-%05d.safetensors" % (i, a.shards)
-        tensors = {"model.layers.%d.mlp.experts.%d.weight" % (i, e): [float(i * 1000 + e + k / 7)
-                                                                    for k in range(a.floats_per_tensor)]
-                   for e in range(2)}
+        tensors = {}
+        for e in range(2):
+            values = [float(i * 1000 + e + k / 7) for k in range(a.floats_per_tensor)]
+            tensors["model.layers.%d.mlp.experts.%d.weight" % (i, e)] = values
         write_safetensors(os.path.join(a.dir, shard), tensors)
         for name in tensors:
             weight_map[name] = shard

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """STAND-IN for the Hugging Face Hub (a test double: the real Hub cannot be reached from CI).
 
 Serves one model directory as repository REPO at one commit, with the endpoints huggingface_hub 2.4.0's
@@ -108,7 +107,7 @@ class Handler(BaseHTTPRequestHandler):
             return self._json(200, entries)
         prefix = "/%s/resolve/" % r.repo_id
         if path.startswith(prefix):
-            rev, _, rel = path[len(prefix):].partition("/")
+            rev, _sep, rel = path[len(prefix):].partition("/")
             if rev not in ("main", r.commit):
                 return self._json(404, {"error": "Revision Not Found"})
             meta = r.files.get(rel)
