@@ -1,4 +1,3 @@
-#!/opt/vllm/venv/bin/python
 # -*- coding: utf-8 -*-
 """TEST STAND-IN for vLLM's ``vllm serve`` (moeops molecule/rollback). NOT vLLM.
 

@@ -162,7 +162,7 @@ def test_check_mode_shows_exactly_the_changed_unit_lines():
                         out, re.M | re.S)
     assert len(blocks) == 2, out[-4000:]
     for block in blocks:
-        changed = [line for line in block.splitlines() if line[:1] in "+-"]
+        changed = [line for line in block.splitlines() if line[:1] in ("+", "-")]
         assert changed == ["-    --max-model-len 131072 \\", "+    --max-model-len 65536 \\"], block
     for name in NODES:
         r = recap(out)[_inv(name)]
