@@ -67,7 +67,7 @@ options:
     description:
       - Also read the host's network interfaces (C(/sys/class/net)) and RDMA devices (C(/sys/class/infiniband)) into
         C(network), from which C(NCCL_SOCKET_IFNAME) and C(NCCL_IB_HCA) are derived for multi-node serving.
-      - Read from the live host with every O(backend), also V(snapshot): GPUs may be replayed, the network is real.
+      - Read from the live host with every O(backend), also V(snapshot); GPUs may be replayed, the network is real.
         With V(false) a replayed snapshot's own C(network), if it has one, is kept.
     type: bool
     default: true
