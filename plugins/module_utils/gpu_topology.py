@@ -11,6 +11,7 @@ docs/snapshot-format.md and versioned by SCHEMA_VERSION.
 
 from __future__ import annotations
 
+import os
 import re
 import xml.etree.ElementTree as ET
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
@@ -572,6 +573,9 @@ def to_snapshot(facts: Dict[str, Any], captured_at: str, host: str, description:
     }
     for key in SNAPSHOT_KEYS:
         snap[key] = facts[key]
+    # Optional since 0.2.0, same schema_version: older snapshots simply lack it.
+    if "network" in facts:
+        snap["network"] = facts["network"]
     return snap
 
 
@@ -597,10 +601,157 @@ def from_snapshot(snap: Dict[str, Any], path: str) -> Dict[str, Any]:
     for p in snap["pairs"]:
         if p.get("path") is not None and path_rank(p["path"]) is None:
             raise SnapshotError("%s: pair %s has unknown path %r" % (path, p["gpus"], p["path"]))
-    extra = {"snapshot": {
+    if "network" in snap:
+        validate_network(snap["network"], path)
+    extra: Dict[str, Any] = {"snapshot": {
         "path": path,
         "captured": snap.get("captured"),
         "constructed": bool(snap.get("constructed")),
         "description": snap.get("description", ""),
     }}
+    if "network" in snap:
+        extra["network"] = snap["network"]
     return build_facts("snapshot", snap["driver_version"], snap["cuda_driver_version"], gpus, snap["pairs"], snap["unavailable"], extra)
+
+
+# ------------------------------------------------------------ network (sysfs)
+#
+# What NCCL and Ray need to cross nodes: the host's network interfaces and its
+# RDMA devices, read from sysfs (/sys/class/net, /sys/class/infiniband).  The
+# readers take the sysfs root so that tests replay a captured tree.
+
+# ARPHRD_* values from include/uapi/linux/if_arp.h that matter here.
+ARPHRD_NAMES = {1: "ether", 32: "infiniband", 772: "loopback", 776: "sit", 65534: "none"}
+
+# Interface names that are container, VM or tunnel plumbing, never the link
+# between two serving nodes.  NCCL's own default only skips "docker" and "lo".
+VIRTUAL_IFNAME_PREFIXES = (
+    "lo", "docker", "podman", "cni", "veth", "virbr", "br-", "vnet", "flannel", "cali", "cilium",
+    "weave", "kube", "lxcbr", "lxdbr", "tun", "tap", "ifb", "dummy", "vxlan", "genev", "zt", "tailscale",
+    "wg", "sit", "ip6tnl", "gre", "erspan",
+)
+
+
+def _read_attr(path: str) -> Optional[str]:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _int_attr(path: str) -> Optional[int]:
+    value = _read_attr(path)
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def excluded_ifname(name: str) -> bool:
+    """True for loopback, container bridges, veths, VM bridges and tunnels."""
+    return name.startswith(VIRTUAL_IFNAME_PREFIXES)
+
+
+def read_net_interfaces(sysfs: str = "/sys") -> Tuple[List[Dict[str, Any]], List[Dict[str, str]]]:
+    """Interfaces under <sysfs>/class/net, by name: (interfaces, unavailable)."""
+    missing = Unavailable()
+    base = os.path.join(sysfs, "class", "net")
+    try:
+        names = sorted(os.listdir(base))
+    except OSError as exc:
+        missing.add("network.interfaces", exc)
+        return [], missing.entries
+    interfaces = []
+    for name in names:
+        path = os.path.join(base, name)
+        real = os.path.realpath(path)
+        driver_link = os.path.join(path, "device", "driver")
+        arphrd = _int_attr(os.path.join(path, "type"))
+        speed = _int_attr(os.path.join(path, "speed"))
+        interfaces.append({
+            "name": name,
+            "operstate": _read_attr(os.path.join(path, "operstate")),
+            "type": ARPHRD_NAMES.get(arphrd, str(arphrd)) if arphrd is not None else None,
+            "mtu": _int_attr(os.path.join(path, "mtu")),
+            # -1 (virtio, link down) means the kernel does not know.
+            "speed_mbps": speed if speed is not None and speed > 0 else None,
+            "mac": _read_attr(os.path.join(path, "address")),
+            # Devices without a bus parent live under /sys/devices/virtual.
+            "virtual": "/devices/virtual/" in real,
+            "bridge": os.path.isdir(os.path.join(path, "bridge")),
+            "bond": os.path.isdir(os.path.join(path, "bonding")),
+            "driver": os.path.basename(os.path.realpath(driver_link)) if os.path.exists(driver_link) else None,
+            "pci_bus_id": _pci_parent(real),
+        })
+    return interfaces, missing.entries
+
+
+def _pci_parent(real: str) -> Optional[str]:
+    """The nearest PCI address in a sysfs device path, upper case like the GPUs' ids."""
+    found = None
+    for part in real.split("/"):
+        if re.match(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$", part):
+            found = part
+    return normalize_bus_id(found) if found else None
+
+
+def read_rdma_devices(sysfs: str = "/sys") -> Tuple[List[Dict[str, Any]], List[Dict[str, str]]]:
+    """RDMA devices under <sysfs>/class/infiniband with their ports: (devices, unavailable).
+
+    No class/infiniband directory means no RDMA driver is loaded: an empty list,
+    not an unavailable field.
+    """
+    missing = Unavailable()
+    base = os.path.join(sysfs, "class", "infiniband")
+    if not os.path.isdir(base):
+        return [], []
+    devices = []
+    for name in sorted(os.listdir(base)):
+        path = os.path.join(base, name)
+        ports = []
+        try:
+            port_names = sorted(os.listdir(os.path.join(path, "ports")), key=lambda p: int(p) if p.isdigit() else 0)
+        except OSError as exc:
+            missing.add("network.rdma_devices.%s.ports" % name, exc)
+            port_names = []
+        for port in port_names:
+            ppath = os.path.join(path, "ports", port)
+            state = _read_attr(os.path.join(ppath, "state"))  # e.g. "4: ACTIVE"
+            ports.append({
+                "port": int(port) if port.isdigit() else port,
+                "state": state.split(":", 1)[-1].strip() if state else None,
+                "link_layer": _read_attr(os.path.join(ppath, "link_layer")),
+                "rate": _read_attr(os.path.join(ppath, "rate")),
+            })
+        net_dir = os.path.join(path, "device", "net")
+        try:
+            netdevs = sorted(os.listdir(net_dir))
+        except OSError:
+            netdevs = []
+        devices.append({
+            "name": name,
+            "node_type": _read_attr(os.path.join(path, "node_type")),
+            "firmware": _read_attr(os.path.join(path, "fw_ver")),
+            "ports": ports,
+            "netdevs": netdevs,
+            "pci_bus_id": _pci_parent(os.path.realpath(path)),
+        })
+    return devices, missing.entries
+
+
+def read_network(sysfs: str = "/sys") -> Dict[str, Any]:
+    """The `network` part of the facts: interfaces, RDMA devices, what could not be read."""
+    interfaces, missing_if = read_net_interfaces(sysfs)
+    rdma, missing_rdma = read_rdma_devices(sysfs)
+    return {"interfaces": interfaces, "rdma_devices": rdma, "unavailable": missing_if + missing_rdma}
+
+
+def validate_network(network: Any, path: str) -> None:
+    """Shape check of a snapshot's optional `network` part."""
+    if not isinstance(network, dict):
+        raise SnapshotError("%s: network must be a mapping" % path)
+    for key in ("interfaces", "rdma_devices"):
+        items = network.get(key, [])
+        if not isinstance(items, list) or not all(isinstance(i, dict) and i.get("name") for i in items):
+            raise SnapshotError("%s: network.%s must be a list of mappings with a name" % (path, key))

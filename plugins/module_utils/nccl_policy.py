@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional
 
-from ansible_collections.moeops.inference.plugins.module_utils.gpu_topology import path_class, path_rank
+from ansible_collections.moeops.inference.plugins.module_utils.gpu_topology import excluded_ifname, path_class, path_rank
 from ansible_collections.moeops.inference.plugins.module_utils.nccl_tune import (
     document_problems,
     topology_fingerprint,
@@ -220,5 +220,160 @@ def parallel_layout(facts: Mapping[str, Any], gpus: Optional[int] = None) -> Dic
         "tensor_parallel_size": tp,
         "expert_parallel": ep,
         "custom_all_reduce": car,
+        "reasons": reasons,
+    }
+
+
+# ------------------------------------------------------------ across nodes
+#
+# Multi-node serving (Ray): NCCL and gloo must use the link between the nodes.
+# NCCL's own interface choice skips only "docker*" and "lo*", so on a host with
+# podman, libvirt or CNI bridges it can pick a bridge that does not reach the
+# other node.  The choice here comes from the facts' `network` part and the
+# inventory, and never falls back to a bridge, a veth or loopback.
+
+def socket_interface_candidates(network: Mapping[str, Any]) -> List[Dict[str, Any]]:
+    """Interfaces that can carry traffic between nodes: up, Ethernet or IPoIB, and either
+    backed by a device or a bond, never loopback, container/VM bridges, veths or tunnels."""
+    found = []
+    for iface in network.get("interfaces") or []:
+        name = iface.get("name") or ""
+        if excluded_ifname(name) or iface.get("type") not in ("ether", "infiniband"):
+            continue
+        if iface.get("operstate") != "up":
+            continue
+        if iface.get("virtual") and not iface.get("bond"):
+            continue
+        found.append(dict(iface))
+    return found
+
+
+def _by_name(network: Mapping[str, Any]) -> Dict[str, Mapping[str, Any]]:
+    return {i.get("name"): i for i in network.get("interfaces") or [] if i.get("name")}
+
+
+def active_rdma_devices(network: Mapping[str, Any]) -> List[str]:
+    """RDMA devices with at least one ACTIVE port."""
+    return [d["name"] for d in network.get("rdma_devices") or []
+            if any((p.get("state") or "").upper() == "ACTIVE" for p in d.get("ports") or [])]
+
+
+def network_policy(
+    network: Optional[Mapping[str, Any]],
+    socket_ifname: str = "",
+    ib_hca: str = "",
+    address_interface: str = "",
+) -> Dict[str, Any]:
+    """NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME and NCCL_IB_HCA for crossing nodes.
+
+    `socket_ifname` and `ib_hca` come from inventory (empty: derive them).
+    `address_interface` is the interface that holds the address the node
+    joins the cluster with (Ansible's facts for that address).  Returns
+    {'env', 'settings', 'warnings', 'errors', 'notes', 'report'}; any error
+    means the variable could not be chosen safely and the caller must stop.
+    """
+    network = network or {}
+    settings: Dict[str, Dict[str, str]] = {}
+    warnings: List[str] = []
+    errors: List[str] = []
+    notes: List[str] = []
+    by_name = _by_name(network)
+    candidates = socket_interface_candidates(network)
+    names = [c["name"] for c in candidates]
+    if socket_ifname:
+        # "=name" is NCCL's exact match; a bare name is a prefix.
+        for part in socket_ifname.lstrip("=^").split(","):
+            if part and part not in by_name and not any(n.startswith(part) for n in by_name):
+                warnings.append("NCCL_SOCKET_IFNAME from inventory names %s, which this host does not have (%s)"
+                                % (part, ", ".join(sorted(by_name)) or "no interfaces read"))
+            elif part and excluded_ifname(part):
+                warnings.append("NCCL_SOCKET_IFNAME from inventory names %s, a loopback/bridge/veth/tunnel name" % part)
+        chosen, rule, reason, source = socket_ifname, "inventory", "set in inventory", "inventory"
+    elif address_interface and address_interface in by_name and not excluded_ifname(address_interface) \
+            and (by_name[address_interface].get("operstate") in ("up", "unknown")):
+        chosen, source, rule = "=" + address_interface, "policy", "cluster_address_interface"
+        reason = ("%s carries the address this node joins the Ray cluster with, so the other nodes reach it "
+                  "there; exact match (=) so that no other interface with that prefix is used" % address_interface)
+    elif len(names) == 1:
+        chosen, source, rule = "=" + names[0], "policy", "only_physical_interface"
+        reason = "%s is the only interface that is up and not loopback, a bridge, a veth or a tunnel" % names[0]
+    else:
+        chosen = ""
+        errors.append(
+            "cannot choose NCCL_SOCKET_IFNAME: %s; set it in inventory (ray_cluster_nccl_socket_ifname) to the interface "
+            "that links the nodes" % ("candidates %s" % ", ".join(names) if names else
+                                      "no interface that is up and not loopback/bridge/veth/tunnel"))
+    if chosen:
+        settings["NCCL_SOCKET_IFNAME"] = _setting(chosen, rule, reason, source)
+        # gloo (vLLM's CPU process groups) takes a plain interface name, no "=".
+        gloo = chosen.lstrip("=^").split(",")[0]
+        settings["GLOO_SOCKET_IFNAME"] = _setting(gloo, rule, "same interface as NCCL_SOCKET_IFNAME for torch's gloo "
+                                                             "groups", source)
+    active = active_rdma_devices(network)
+    if ib_hca:
+        missing = [h for h in ib_hca.lstrip("=^").split(",") if h.split(":")[0] not in
+                   [d.get("name") for d in network.get("rdma_devices") or []]]
+        if missing:
+            warnings.append("NCCL_IB_HCA from inventory names %s, not an RDMA device of this host" % ", ".join(missing))
+        settings["NCCL_IB_HCA"] = _setting(ib_hca, "inventory", "set in inventory", "inventory")
+    elif active:
+        settings["NCCL_IB_HCA"] = _setting(
+            "=" + ",".join(active), "active_rdma_devices",
+            "RDMA device(s) with an ACTIVE port: NCCL's IB/RoCE transport goes across nodes over them, not TCP")
+    elif network.get("rdma_devices"):
+        notes.append("RDMA devices %s have no ACTIVE port: NCCL crosses nodes over TCP sockets"
+                     % ", ".join(d["name"] for d in network["rdma_devices"]))
+    else:
+        notes.append("no RDMA device: NCCL crosses nodes over TCP sockets on NCCL_SOCKET_IFNAME")
+    return {
+        "env": {k: v["value"] for k, v in sorted(settings.items())},
+        "settings": dict(sorted(settings.items())),
+        "warnings": warnings,
+        "errors": errors,
+        "notes": notes,
+        "report": ["%s=%s [%s: %s] %s" % (k, v["value"], v["source"], v["rule"], v["reason"])
+                   for k, v in sorted(settings.items())] + notes + ["WARNING: " + w for w in warnings]
+        + ["ERROR: " + e for e in errors],
+    }
+
+
+def multinode_layout(nodes: List[Mapping[str, Any]]) -> Dict[str, Any]:
+    """vLLM layout over Ray nodes, the head first: tensor parallel inside a node
+    (its GPUs, from parallel_layout), pipeline parallel across nodes (their count).
+
+    `nodes` is one nvidia_gpu facts mapping per node.  Every node must have the
+    same GPU model and count, or the pipeline stages would not be equal; that
+    is an error, not a warning.
+    """
+    errors: List[str] = []
+    if not nodes:
+        return {"tensor_parallel_size": 0, "pipeline_parallel_size": 0, "world_size": 0, "args": [],
+                "errors": ["no nodes"], "reasons": {}}
+    head = nodes[0]
+    shapes = []
+    for facts in nodes:
+        models = sorted(set(g.get("name") or "?" for g in facts.get("gpus") or []))
+        shapes.append((int(facts.get("count") or 0), tuple(models)))
+    if len(set(shapes)) > 1:
+        errors.append("nodes differ in GPUs: %s; every pipeline stage needs the same GPUs"
+                      % "; ".join("node %d: %dx %s" % (i, c, "/".join(m) or "none") for i, (c, m) in enumerate(shapes)))
+    if shapes[0][0] < 1:
+        errors.append("the head has no GPU")
+    single = parallel_layout(head)
+    tp = single["tensor_parallel_size"] if shapes[0][0] >= 1 else 0
+    pp = len(nodes)
+    reasons = {
+        "tensor_parallel_size": "GPUs per node (%s): tensor parallel stays inside a node, where the GPUs share "
+                                "PCIe/NVLink" % single["reasons"]["tensor_parallel_size"],
+        "pipeline_parallel_size": "%d node(s): pipeline parallel across nodes sends only activations between "
+                                  "stages, once per layer group, instead of an all-reduce per layer" % pp,
+    }
+    args = ["--distributed-executor-backend", "ray", "--pipeline-parallel-size", str(pp)] if pp > 1 else []
+    return {
+        "tensor_parallel_size": tp,
+        "pipeline_parallel_size": pp,
+        "world_size": tp * pp,
+        "args": args,
+        "errors": errors,
         "reasons": reasons,
     }

@@ -63,6 +63,15 @@ options:
       - When V(false), a host without GPUs gets C(count=0) and C(backend=none).
     type: bool
     default: false
+  network:
+    description:
+      - Also read the host's network interfaces (C(/sys/class/net)) and RDMA devices (C(/sys/class/infiniband)) into
+        C(network), from which C(NCCL_SOCKET_IFNAME) and C(NCCL_IB_HCA) are derived for multi-node serving.
+      - Read from the live host with every O(backend), also V(snapshot); GPUs may be replayed, the network is real.
+        With V(false) a replayed snapshot's own C(network), if it has one, is kept.
+    type: bool
+    default: true
+    version_added: 0.2.0
 notes:
   - NVML's P2P status is queried with plain integer indexes; pynvml's C(NVML_P2P_CAPS_INDEX_READ) is the tuple C((0,)).
   - C(numa_node) is the CPU-side NUMA node the GPU hangs off (NVML memory affinity, else sysfs; C(nvidia-smi topo -m)'s
@@ -184,6 +193,48 @@ ansible_facts:
           description: Where a replayed snapshot came from (backend V(snapshot) only).
           type: dict
           returned: when backend is snapshot
+        network:
+          description:
+            - The host's network interfaces and RDMA devices, read from sysfs.
+            - Added in 0.2.0 without a change of O(ignore:schema_version); snapshots without it still replay.
+          type: dict
+          returned: when O(network) is true, or a replayed snapshot has it
+          version_added: 0.2.0
+          contains:
+            interfaces:
+              description: One entry per C(/sys/class/net) interface, by name.
+              type: list
+              elements: dict
+              contains:
+                name: {description: Interface name., type: str, sample: enp65s0f0}
+                operstate: {description: "Kernel operstate: up, down, unknown, ...", type: str, sample: up}
+                type: {description: "Link type: ether, infiniband, loopback, or the ARPHRD number.", type: str}
+                mtu: {description: MTU in bytes., type: int, sample: 9000}
+                speed_mbps: {description: Link speed in Mbit/s; null when the kernel does not know., type: int}
+                mac: {description: Hardware address., type: str}
+                virtual: {description: No bus device behind it (bridge, veth, bond, loopback, tunnel)., type: bool}
+                bridge: {description: A Linux bridge., type: bool}
+                bond: {description: A bonding master., type: bool}
+                driver: {description: Kernel driver of the device behind it., type: str, sample: mlx5_core}
+                pci_bus_id: {description: PCI address of the device behind it, like the GPUs' ids., type: str}
+            rdma_devices:
+              description: One entry per C(/sys/class/infiniband) device; empty when no RDMA driver is loaded.
+              type: list
+              elements: dict
+              contains:
+                name: {description: RDMA device name, as NCCL_IB_HCA takes it., type: str, sample: mlx5_0}
+                node_type: {description: Node type as sysfs prints it., type: str}
+                firmware: {description: Firmware version., type: str}
+                ports:
+                  description: Ports with O(ignore:port), O(ignore:state) (ACTIVE, DOWN, ...), O(ignore:link_layer) (InfiniBand, Ethernet) and O(ignore:rate).
+                  type: list
+                  elements: dict
+                netdevs: {description: Network interfaces of the same device (RoCE, IPoIB)., type: list, elements: str}
+                pci_bus_id: {description: PCI address of the device., type: str}
+            unavailable:
+              description: Network fields that could not be read, with the reason.
+              type: list
+              elements: dict
 dump:
   description: Path of the snapshot written (or that would be written in check mode).
   returned: when O(dump) is set
@@ -299,6 +350,7 @@ def main():
             dump=dict(type="path"),
             dump_description=dict(type="str", default=""),
             required=dict(type="bool", default=False),
+            network=dict(type="bool", default=True),
         ),
         required_if=[("backend", "snapshot", ["snapshot"])],
         supports_check_mode=True,
@@ -327,6 +379,9 @@ def main():
         facts = topo.no_gpu_facts("; ".join(why))
     elif facts["count"] == 0 and module.params["required"]:
         module.fail_json(msg="backend %s found no NVIDIA GPU" % facts["backend"])
+
+    if module.params["network"]:
+        facts["network"] = topo.read_network("/sys")
 
     result = dict(changed=False, ansible_facts=dict(nvidia_gpu=facts))
     if module.params["dump"]:
