@@ -10,7 +10,8 @@ from ansible.template import Templar, trust_as_template
 
 ROLE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "roles", "vllm_service")
 PROFILE = {"name": "tiny", "source": "org/tiny", "served_name": "tiny", "max_model_len": 4096,
-           "gpu_memory_utilization": 0.9}
+           "gpu_memory_utilization": 0.9, "quantization": "bf16", "weights_size_gb": 1, "min_gpu_memory_gb": 1,
+           "hidden_size": 64, "num_attention_heads": 4}
 
 
 def trusted(value):

@@ -11,7 +11,8 @@ from ansible.template import Templar, trust_as_template
 
 ROLE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "roles", "vllm_service")
 PROFILE = {"name": "kimi-k2.5-int4", "source": "moonshotai/Kimi-K2.5", "served_name": "kimi-k2.5",
-           "max_model_len": 131072, "gpu_memory_utilization": 0.92, "weights_size_gb": 595}
+           "max_model_len": 131072, "gpu_memory_utilization": 0.92, "weights_size_gb": 595,
+           "quantization": "int4", "min_gpu_memory_gb": 714, "hidden_size": 7168, "num_attention_heads": 64}
 
 
 def trusted(value):
