@@ -26,3 +26,33 @@ def real_snapshot_names():
 @pytest.fixture
 def h200_capture():
     return load_json("real", "h200-x1-vm.json")
+
+
+NET_FIXTURES = os.path.join(os.path.dirname(FIXTURES), "net")
+_NET_TREES = {}
+
+
+def net_tree(name):
+    """A sysfs fixture tree as a directory (made once per test run, removed at exit).
+
+    real/<name>: the packed capture real/<name>.tree.json; constructed/<name>: built from
+    constructed/<name>.spec.json (a CONSTRUCTED test double). See tests/fixtures/net/capture.py.
+    """
+    if name not in _NET_TREES:
+        import atexit
+        import importlib.util
+        import shutil
+        import tempfile
+
+        spec = importlib.util.spec_from_file_location("moeops_net_capture", os.path.join(NET_FIXTURES, "capture.py"))
+        capture = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(capture)
+        dest = tempfile.mkdtemp(prefix="moeops-sysfs-")
+        atexit.register(shutil.rmtree, dest, True)
+        kind, base = name.split("/", 1)
+        if kind == "constructed":
+            capture.build(load_json("..", "net", "constructed", base + ".spec.json"), dest)
+        else:
+            capture.unpack(load_json("..", "net", "real", base + ".tree.json"), dest)
+        _NET_TREES[name] = dest
+    return _NET_TREES[name]

@@ -6,7 +6,7 @@ import copy
 import os
 
 import pytest
-from conftest import load_json
+from conftest import load_json, net_tree
 
 from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology as topo
 from ansible_collections.moeops.inference.plugins.module_utils import nccl_policy as policy
@@ -15,9 +15,9 @@ from ansible_collections.moeops.inference.plugins.module_utils import ray_versio
 NET = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))),
                    "fixtures", "net")
 # Captured on this project's CI/dev VM: eth0 (virtio), podman's cni-podman0 bridge, six veths, two ifb, lo.
-REAL_VM = os.path.join(NET, "real", "vm-podman-host")
+REAL_VM = net_tree("real/vm-podman-host")
 # CONSTRUCTED test double (capture.py --spec): onboard NIC, ConnectX-7 IB port ACTIVE, RoCE port DOWN, docker0, virbr0.
-RDMA_BOX = os.path.join(NET, "constructed", "workstation-cx7-rdma")
+RDMA_BOX = net_tree("constructed/workstation-cx7-rdma")
 VLLM_METADATA = os.path.join(os.path.dirname(NET), "vllm", "vllm-0.33.0.dist-info.METADATA")
 
 
