@@ -307,8 +307,8 @@ def network_policy(
         settings["NCCL_SOCKET_IFNAME"] = _setting(chosen, rule, reason, source)
         # gloo (vLLM's CPU process groups) takes a plain interface name, no "=".
         gloo = chosen.lstrip("=^").split(",")[0]
-        settings["GLOO_SOCKET_IFNAME"] = _setting(gloo, rule, "same interface as NCCL_SOCKET_IFNAME for torch's gloo "
-                                                             "groups", source)
+        settings["GLOO_SOCKET_IFNAME"] = _setting(
+            gloo, rule, "same interface as NCCL_SOCKET_IFNAME for torch's gloo groups", source)
     active = active_rdma_devices(network)
     if ib_hca:
         missing = [h for h in ib_hca.lstrip("=^").split(",") if h.split(":")[0] not in

@@ -212,24 +212,24 @@ ansible_facts:
                 mtu: {description: MTU in bytes., type: int, sample: 9000}
                 speed_mbps: {description: Link speed in Mbit/s; null when the kernel does not know., type: int}
                 mac: {description: Hardware address., type: str}
-                virtual: {description: No bus device behind it (bridge, veth, bond, loopback, tunnel)., type: bool}
+                virtual: {description: "No bus device behind it (bridge, veth, bond, loopback, tunnel).", type: bool}
                 bridge: {description: A Linux bridge., type: bool}
                 bond: {description: A bonding master., type: bool}
                 driver: {description: Kernel driver of the device behind it., type: str, sample: mlx5_core}
-                pci_bus_id: {description: PCI address of the device behind it, like the GPUs' ids., type: str}
+                pci_bus_id: {description: "PCI address of the device behind it, like the GPUs' ids.", type: str}
             rdma_devices:
               description: One entry per C(/sys/class/infiniband) device; empty when no RDMA driver is loaded.
               type: list
               elements: dict
               contains:
-                name: {description: RDMA device name, as NCCL_IB_HCA takes it., type: str, sample: mlx5_0}
+                name: {description: "RDMA device name, as NCCL_IB_HCA takes it.", type: str, sample: mlx5_0}
                 node_type: {description: Node type as sysfs prints it., type: str}
                 firmware: {description: Firmware version., type: str}
                 ports:
                   description: Ports with O(ignore:port), O(ignore:state) (ACTIVE, DOWN, ...), O(ignore:link_layer) (InfiniBand, Ethernet) and O(ignore:rate).
                   type: list
                   elements: dict
-                netdevs: {description: Network interfaces of the same device (RoCE, IPoIB)., type: list, elements: str}
+                netdevs: {description: "Network interfaces of the same device (RoCE, IPoIB).", type: list, elements: str}
                 pci_bus_id: {description: PCI address of the device., type: str}
             unavailable:
               description: Network fields that could not be read, with the reason.

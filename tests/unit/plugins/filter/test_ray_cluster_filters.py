@@ -6,8 +6,6 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.moeops.inference.plugins.filter import ray_cluster as f
 from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology as topo
-import os  # noqa: F401
-
 from conftest import net_tree
 
 # Captured on the CI/dev VM (see tests/unit/plugins/module_utils/test_network_policy.py).
