@@ -94,7 +94,7 @@ def verify(cases_path, deploy_json, preflight_json):
                         print("refused  %-36s %s" % (one["name"], one["expect"][0][:100]))
                 if "only" in case and len(result.get("problems", [])) != case["only"]:
                     failures.append("%s: %d problem(s), expected %d: %s"
-                                    % (host, len(result["problems"]), case["only"], result["problems"]))
+                                    % (host, len(result.get("problems", [])), case["only"], result.get("problems", result.get("msg"))))
                 applied = " ".join((result.get("checked") or {}).get("constraints") or [])
                 for want in case.get("constraints", []):
                     if want not in applied:
