@@ -56,3 +56,25 @@ def net_tree(name):
             capture.unpack(load_json("..", "net", "real", base + ".tree.json"), dest)
         _NET_TREES[name] = dest
     return _NET_TREES[name]
+
+
+class ExitJson(Exception):
+    """A module's exit_json, raised so a test can read what it returned."""
+
+
+class FailJson(Exception):
+    """A module's fail_json, raised so a test can read its message."""
+
+
+@pytest.fixture
+def module_exits(monkeypatch):
+    """Make AnsibleModule.exit_json/fail_json raise ExitJson/FailJson instead of exiting."""
+    from ansible.module_utils import basic
+
+    def exit_json(self, **kwargs):
+        raise ExitJson(kwargs)
+
+    def fail_json(self, **kwargs):
+        raise FailJson(kwargs)
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)

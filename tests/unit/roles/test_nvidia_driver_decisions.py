@@ -3,35 +3,8 @@
 for distributions the test nodes cannot be (Ubuntu) and for the refusals."""
 from __future__ import annotations
 
-import os
-
 import pytest
-import yaml
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar, trust_as_template
-
-ROLE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "roles", "nvidia_driver")
-
-
-def trusted(value):
-    """Role files are trusted templates, as Ansible treats them when it loads a role."""
-    if isinstance(value, str):
-        return trust_as_template(value)
-    if isinstance(value, dict):
-        return {k: trusted(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [trusted(v) for v in value]
-    return value
-
-
-def role_vars(**overrides):
-    data = {}
-    for part in ("defaults", "vars"):
-        with open(os.path.join(ROLE, part, "main.yml")) as f:
-            data.update(trusted(yaml.safe_load(f)))
-    data.update(overrides)
-    return data
-
+import role_templating
 
 UBUNTU_NOBLE = {"distribution": "Ubuntu", "distribution_version": "24.04", "distribution_major_version": "24",
                 "distribution_release": "noble", "architecture": "x86_64", "kernel": "6.8.0-45-generic",
@@ -44,8 +17,9 @@ HOPPER = {"count": 1, "gpus": [{"compute_capability": "9.0"}]}
 
 
 def render(expr, facts, **overrides):
-    variables = role_vars(ansible_facts=facts, nvidia_driver_gpu_facts=overrides.pop("gpus", BLACKWELL), **overrides)
-    return Templar(loader=DataLoader(), variables=variables).template(trust_as_template(expr))
+    variables = role_templating.role_vars("nvidia_driver", ansible_facts=facts,
+                                          nvidia_driver_gpu_facts=overrides.pop("gpus", BLACKWELL), **overrides)
+    return role_templating.render(expr, variables)
 
 
 def test_ubuntu_uses_its_archive_and_the_signed_modules_for_the_running_kernel():

@@ -2,38 +2,19 @@
 """The vllm_service role's hardening, secrets and health decisions, rendered with Ansible's own templating."""
 from __future__ import annotations
 
-import os
-
 import pytest
-import yaml
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar, trust_as_template
+import role_templating
 
-ROLE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "roles", "vllm_service")
 PROFILE = {"name": "kimi-k2.5-int4", "source": "moonshotai/Kimi-K2.5", "served_name": "kimi-k2.5",
            "max_model_len": 131072, "gpu_memory_utilization": 0.92, "weights_size_gb": 595,
            "quantization": "int4", "min_gpu_memory_gb": 714, "hidden_size": 7168, "num_attention_heads": 64}
 
 
-def trusted(value):
-    """Role files are trusted templates, as Ansible treats them when it loads a role."""
-    if isinstance(value, str):
-        return trust_as_template(value)
-    if isinstance(value, dict):
-        return {k: trusted(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [trusted(v) for v in value]
-    return value
-
-
 def render(expr, **overrides):
-    data = {}
-    for part in ("defaults", "vars"):
-        with open(os.path.join(ROLE, part, "main.yml")) as f:
-            data.update(trusted(yaml.safe_load(f)))
-    data.update(vllm_service_model=PROFILE, vllm_service_gpu_facts={"count": 8, "backend": "snapshot"})
+    data = role_templating.role_vars("vllm_service", vllm_service_model=PROFILE,
+                                     vllm_service_gpu_facts={"count": 8, "backend": "snapshot"})
     data.update(overrides)
-    return Templar(loader=DataLoader(), variables=data).template(trust_as_template(expr))
+    return role_templating.render(expr, data)
 
 
 def test_default_hardening_has_the_cuda_compatible_sandbox():

@@ -9,34 +9,18 @@ import sys
 import textwrap
 
 import pytest
-from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.moeops.inference.plugins.modules import gpu_facts
-from conftest import FIXTURES, load_json
+from conftest import FIXTURES, ExitJson, FailJson, load_json
 import nvml_double
 
 SEED = os.path.join(FIXTURES, "constructed", "rtxpro6000-x8-2numa.json")
 CAPTURE = os.path.join(FIXTURES, "real", "h200-x1-vm.json")
 
 
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
-
-
-@pytest.fixture(autouse=True)
-def captured(monkeypatch):
-    def exit_json(self, **kwargs):
-        raise ExitJson(kwargs)
-
-    def fail_json(self, **kwargs):
-        raise FailJson(kwargs)
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+# exit_json/fail_json raise ExitJson/FailJson (tests/unit/conftest.py).
+pytestmark = pytest.mark.usefixtures("module_exits")
 
 
 def run(args, expect=ExitJson):

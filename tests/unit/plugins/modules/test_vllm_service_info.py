@@ -14,28 +14,14 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.moeops.inference.plugins.module_utils import vllm_settings as vs
 from ansible_collections.moeops.inference.plugins.modules import vllm_service_info
+from conftest import ExitJson, FailJson
 
 API_KEY = "sk-unit-test-secret"
 HF_TOKEN = "hf_unit_test_token"
 
 
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
-
-
-@pytest.fixture(autouse=True)
-def captured(monkeypatch):
-    def exit_json(self, **kwargs):
-        raise ExitJson(kwargs)
-
-    def fail_json(self, **kwargs):
-        raise FailJson(kwargs)
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+# exit_json/fail_json raise ExitJson/FailJson (tests/unit/conftest.py).
+pytestmark = pytest.mark.usefixtures("module_exits")
 
 
 class FakeVllm(http.server.BaseHTTPRequestHandler):
