@@ -38,15 +38,22 @@ def is_safe_relative_path(path: str) -> bool:
     return bool(_SAFE_PATH.match(path))
 
 
-def parse_index(text: str) -> list[str]:
-    """Shard file names listed by a model.safetensors.index.json (its weight_map values), sorted, unique."""
+def _json_mapping(text: str, name: str, key: str, missing: str) -> dict:
+    """The non-empty mapping under key in the JSON document text (the file name), else WeightsError."""
     try:
         data = json.loads(text)
     except ValueError as exc:
-        raise WeightsError("%s is not JSON: %s" % (INDEX_NAME, exc)) from exc
-    weight_map = data.get("weight_map") if isinstance(data, dict) else None
-    if not isinstance(weight_map, dict) or not weight_map:
-        raise WeightsError("%s has no weight_map (tensor name -> shard file)" % INDEX_NAME)
+        raise WeightsError("%s is not JSON: %s" % (name, exc)) from exc
+    member = data.get(key) if isinstance(data, dict) else None
+    if not isinstance(member, dict) or not member:
+        raise WeightsError(missing)
+    return member
+
+
+def parse_index(text: str) -> list[str]:
+    """Shard file names listed by a model.safetensors.index.json (its weight_map values), sorted, unique."""
+    weight_map = _json_mapping(text, INDEX_NAME, "weight_map",
+                               "%s has no weight_map (tensor name -> shard file)" % INDEX_NAME)
     shards = sorted({v for v in weight_map.values() if isinstance(v, str)})
     if len(shards) == 0 or any(not isinstance(v, str) for v in weight_map.values()):
         raise WeightsError("%s: weight_map values must be shard file names" % INDEX_NAME)
@@ -98,13 +105,8 @@ def read_safetensors_expected_size(path: str) -> int:
 
 def parse_mirror_manifest(text: str) -> dict[str, int]:
     """{path: size} from an HTTP mirror's moeops-weights-manifest.json ({"files": {path: size}})."""
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise WeightsError("%s is not JSON: %s" % (MIRROR_MANIFEST_NAME, exc)) from exc
-    files = data.get("files") if isinstance(data, dict) else None
-    if not isinstance(files, dict) or not files:
-        raise WeightsError('%s needs {"files": {"path": size, ...}}' % MIRROR_MANIFEST_NAME)
+    files = _json_mapping(text, MIRROR_MANIFEST_NAME, "files",
+                          '%s needs {"files": {"path": size, ...}}' % MIRROR_MANIFEST_NAME)
     out: dict[str, int] = {}
     for path, size in files.items():
         if not is_safe_relative_path(path):
