@@ -56,6 +56,18 @@ def test_kimi_refused_on_4x_rtx_pro_6000():
         "least 714 GB (min_gpu_memory_gb). Use at least 8 such GPUs (tensor parallel), or a smaller model/quantization."]
 
 
+@pytest.mark.parametrize("gpus, fits", [(4, False), (5, False), (6, True), (8, True)])
+def test_glm5_memory_floor_on_rtx_pro_6000(gpus, fits):
+    # The profile's 520 GB at 0.90: the community's fewest RTX PRO 6000 for GLM-5 NVFP4 is 6 (TP 2 x PP 3).
+    glm5 = profile("glm5")
+    result = pf.check_memory(facts("rtxpro6000-x8-2numa"), gpus, glm5["gpu_memory_utilization"],
+                             glm5["min_gpu_memory_gb"], glm5["name"])
+    assert (result["problems"] == []) is fits
+    if not fits:
+        assert result["problems"][0].endswith("Use at least 6 such GPUs (tensor parallel), or a smaller "
+                                              "model/quantization.")
+
+
 def test_memory_counts_only_the_tensor_parallel_gpus_and_the_utilization():
     assert run(tensor_parallel_size=4)["problems"][0].startswith("GPU memory: 4 x 102.6 GB")
     assert run(gpu_memory_utilization=0.5)["problems"][0].startswith("GPU memory: 8 x 102.6 GB at gpu_memory_utilization 0.50")
