@@ -202,12 +202,22 @@ def _from_config(config: Optional[Mapping[str, Any]], key: str) -> Any:
     return None
 
 
+# The names config.json files give the key/value head count, in the order vLLM reads them
+# (vllm/config/model.py, get_total_num_kv_heads).
+KV_HEAD_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num")
+
+
 def model_dimensions(profile: Mapping[str, Any], config: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """hidden_size, num_attention_heads, num_key_value_heads: from the downloaded config.json where it
-    has them, else from the profile; `sources` says which for each."""
+    has them, else from the profile; `sources` says which for each.  A config.json that gives the
+    attention heads but no key/value head count has as many key/value heads as attention heads, as
+    vLLM reads it; the profile's count does not apply to those weights."""
     out: Dict[str, Any] = {"sources": {}}
     for key in ("hidden_size", "num_attention_heads", "num_key_value_heads"):
         value = _from_config(config, key)
+        if key == "num_key_value_heads":
+            value = next((v for v in (_from_config(config, k) for k in KV_HEAD_KEYS) if v is not None),
+                         out["num_attention_heads"] if out["sources"]["num_attention_heads"] == "config.json" else None)
         if value is not None:
             out[key], out["sources"][key] = value, "config.json"
         elif profile.get(key) is not None:

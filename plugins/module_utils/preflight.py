@@ -17,7 +17,7 @@ import json
 import os
 import re
 from difflib import get_close_matches
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.moeops.inference.plugins.module_utils import model_profile
@@ -28,6 +28,8 @@ Result = Dict[str, List[str]]
 SUPPORTED_DISTROS: Dict[str, Tuple[str, ...]] = {"Ubuntu": ("22.04", "24.04"), "Debian": ("12", "13")}
 GB = 10 ** 9
 MIB = 2 ** 20
+# How far the GPU-memory advice looks for a tensor-parallel size the model can be split over.
+MAX_TENSOR_PARALLEL = 512
 # Free space asked for beyond the bytes still to download: partial files and temporary copies.
 DISK_HEADROOM = 0.05
 
@@ -107,9 +109,12 @@ def check_compute_capability(facts: Mapping[str, Any], min_cc: Optional[str], pr
 
 
 def check_memory(facts: Mapping[str, Any], tensor_parallel_size: int, gpu_memory_utilization: float,
-                 min_gpu_memory_gb: float, profile_name: str) -> Result:
+                 min_gpu_memory_gb: float, profile_name: str,
+                 tensor_parallel_allowed: Optional[Callable[[int], List[str]]] = None) -> Result:
     """GPU memory of the GPUs vLLM uses (tensor-parallel size of them; the smallest counts, vLLM
-    sizes every rank alike), at gpu_memory_utilization, against the profile's minimum."""
+    sizes every rank alike), at gpu_memory_utilization, against the profile's minimum.
+    tensor_parallel_allowed(n) gives why the model cannot run at tensor parallel n ([] when it can),
+    so that the advice names a GPU count the model can actually be split over."""
     gpus = facts.get("gpus") or []
     mems = [g.get("memory_total_mib") for g in gpus if isinstance(g.get("memory_total_mib"), int)]
     if not mems or tensor_parallel_size < 1 or tensor_parallel_size > len(mems):
@@ -118,18 +123,43 @@ def check_memory(facts: Mapping[str, Any], tensor_parallel_size: int, gpu_memory
     usable = per_gpu * tensor_parallel_size * gpu_memory_utilization
     need = min_gpu_memory_gb * GB
     if usable < need:
-        gpus_needed = int(-(-need // (per_gpu * gpu_memory_utilization)))
+        holds = int(-(-need // (per_gpu * gpu_memory_utilization)))
+        whys = tensor_parallel_allowed or (lambda n: [])
+        # The first size from `holds` up that the model can be split over (vLLM shards heads evenly).
+        usable_sizes = [n for n in range(holds, max(holds, MAX_TENSOR_PARALLEL) + 1) if not whys(n)]
+        if not usable_sizes:
+            advice = ("%d such GPUs would hold it, but no tensor-parallel size from %d up suits the model (at %d it %s): "
+                      "use a smaller model/quantization." % (holds, holds, holds, " and ".join(whys(holds))))
+        elif usable_sizes[0] == holds:
+            advice = "Use at least %d such GPUs (tensor parallel), or a smaller model/quantization." % holds
+        else:
+            advice = ("Use at least %d such GPUs (tensor parallel %d: %d would hold it, but tensor parallel %d %s), "
+                      "or a smaller model/quantization." % (usable_sizes[0], usable_sizes[0], holds, holds,
+                                                            " and ".join(whys(holds))))
         return _result([
             "GPU memory: %d x %.1f GB at gpu_memory_utilization %.2f gives %.0f GB, but profile %s needs at least "
-            "%.0f GB (min_gpu_memory_gb). Use at least %d such GPUs (tensor parallel), or a smaller model/quantization."
+            "%.0f GB (min_gpu_memory_gb). %s"
             % (tensor_parallel_size, per_gpu / GB, gpu_memory_utilization, usable / GB, profile_name,
-               min_gpu_memory_gb, gpus_needed)])
+               min_gpu_memory_gb, advice)])
     return _result()
 
 
+def tensor_parallel_refusals(tp: int, dims: Mapping[str, Any], profile: Mapping[str, Any]) -> List[str]:
+    """Why the model cannot run at tensor parallel `tp` ([] when it can), regardless of the host:
+    vLLM's head rules (where the profile applies them) and the profile's tensor_parallel_sizes."""
+    whys = []
+    if profile.get("tensor_parallel_divides_attention_heads", True):
+        whys = vllm_tensor_parallel_problems(tp, dims.get("num_attention_heads"), dims.get("num_key_value_heads"))
+    sizes = profile.get("tensor_parallel_sizes") or []
+    if sizes and tp not in sizes:
+        whys.append("is not one of the profile's tensor_parallel_sizes (%s)" % ", ".join(map(str, sizes)))
+    return whys
+
+
 def vllm_tensor_parallel_problems(tp: int, heads: Optional[int], kv_heads: Optional[int]) -> List[str]:
-    """What vLLM itself refuses (vllm/config/model.py verify_with_parallel_config): the attention
-    heads must split evenly across the ranks; key/value heads are split or replicated evenly."""
+    """What vLLM itself refuses: the attention heads must split evenly across the ranks
+    (vllm/config/model.py, verify_with_parallel_config); key/value heads are split or replicated
+    evenly (QKVParallelLinear in vllm/model_executor/layers/linear.py asserts it at load)."""
     problems = []
     if heads and heads % tp:
         problems.append("does not divide the model's %d attention heads" % heads)
@@ -347,7 +377,8 @@ def run_preflight(inputs: Mapping[str, Any]) -> Dict[str, Any]:
         _merge(out, check_tensor_parallel(tp, count, dims, profile))
         gmu = _number(inputs.get("gpu_memory_utilization")) or float(profile["gpu_memory_utilization"])
         if isinstance(tp, int) and not isinstance(tp, bool):
-            _merge(out, check_memory(facts, tp, gmu, float(profile["min_gpu_memory_gb"]), name))
+            _merge(out, check_memory(facts, tp, gmu, float(profile["min_gpu_memory_gb"]), name,
+                                     lambda n: tensor_parallel_refusals(n, dims, profile)))
         _merge(out, check_compute_capability(facts, profile.get("min_compute_capability"), name))
         ccs = model_profile.compute_capabilities(facts)
         extra = inputs.get("extra_args")

@@ -119,10 +119,17 @@ def test_dimensions_from_config_json_first_then_profile():
     # Kimi-K2.5's config.json keeps the language model's dimensions in text_config.
     config = {"architectures": ["KimiK25"], "text_config": {"hidden_size": 7000, "num_attention_heads": 56}}
     dims = mp.model_dimensions(kimi, config)
-    assert (dims["hidden_size"], dims["num_attention_heads"], dims["num_key_value_heads"]) == (7000, 56, 64)
+    assert (dims["hidden_size"], dims["num_attention_heads"], dims["num_key_value_heads"]) == (7000, 56, 56)
+    # No key/value head count beside the attention heads: as many as those (vLLM's reading), not the profile's 64.
     assert dims["sources"] == {"hidden_size": "config.json", "num_attention_heads": "config.json",
-                               "num_key_value_heads": "profile"}
+                               "num_key_value_heads": "config.json"}
     assert mp.model_dimensions(kimi, {"hidden_size": True})["sources"]["hidden_size"] == "profile"
+    # The other names vLLM reads (ChatGLM-style multi_query_group_num), at the top level or in text_config.
+    assert mp.model_dimensions(kimi, {"num_attention_heads": 32, "multi_query_group_num": 2})["num_key_value_heads"] == 2
+    assert mp.model_dimensions(kimi, {"text_config": {"num_kv_heads": 4}})["num_key_value_heads"] == 4
+    # Neither count in config.json: both from the profile.
+    only_hidden = mp.model_dimensions(kimi, {"hidden_size": 7168})
+    assert (only_hidden["num_key_value_heads"], only_hidden["sources"]["num_key_value_heads"]) == (64, "profile")
 
 
 def test_constraint_conflict_with_extra_args():

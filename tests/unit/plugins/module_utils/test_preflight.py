@@ -59,13 +59,35 @@ def test_kimi_refused_on_4x_rtx_pro_6000():
 @pytest.mark.parametrize("gpus, fits", [(4, False), (5, False), (6, True), (8, True)])
 def test_glm5_memory_floor_on_rtx_pro_6000(gpus, fits):
     # The profile's 520 GB at 0.90: the community's fewest RTX PRO 6000 for GLM-5 NVFP4 is 6 (TP 2 x PP 3).
+    # By memory alone 6 hold it; the advice names 8, the fewest its 64 heads can be split over on one node.
     glm5 = profile("glm5")
+    dims = {"num_attention_heads": glm5["num_attention_heads"], "num_key_value_heads": glm5["num_key_value_heads"]}
     result = pf.check_memory(facts("rtxpro6000-x8-2numa"), gpus, glm5["gpu_memory_utilization"],
-                             glm5["min_gpu_memory_gb"], glm5["name"])
+                             glm5["min_gpu_memory_gb"], glm5["name"],
+                             lambda n: pf.tensor_parallel_refusals(n, dims, glm5))
     assert (result["problems"] == []) is fits
     if not fits:
-        assert result["problems"][0].endswith("Use at least 6 such GPUs (tensor parallel), or a smaller "
-                                              "model/quantization.")
+        assert result["problems"][0].endswith(
+            "Use at least 8 such GPUs (tensor parallel 8: 6 would hold it, but tensor parallel 6 does not divide the "
+            "model's 64 attention heads and cannot split or replicate its 64 key/value heads evenly), or a smaller "
+            "model/quantization.")
+
+
+def test_memory_advice_without_a_size_the_model_allows():
+    # Only sizes 4 and 8 allowed, and 9 GPUs' worth of memory needed: no size from 9 up suits.
+    p = dict(profile("minimax_m25"), tensor_parallel_sizes=[4, 8], min_gpu_memory_gb=800)
+    dims = {"num_attention_heads": 48, "num_key_value_heads": 8}
+    problems = pf.check_memory(facts("rtxpro6000-x8-2numa"), 8, 0.9, 800, p["name"],
+                               lambda n: pf.tensor_parallel_refusals(n, dims, p))["problems"]
+    assert problems[0].endswith(
+        "9 such GPUs would hold it, but no tensor-parallel size from 9 up suits the model (at 9 it does not divide "
+        "the model's 48 attention heads and cannot split or replicate its 8 key/value heads evenly and is not one of "
+        "the profile's tensor_parallel_sizes (4, 8)): use a smaller model/quantization.")
+    # Without the head rule and the size list, any count will do.
+    plain = dict(p, tensor_parallel_sizes=[], tensor_parallel_divides_attention_heads=False)
+    assert pf.check_memory(facts("rtxpro6000-x8-2numa"), 8, 0.9, 800, p["name"],
+                           lambda n: pf.tensor_parallel_refusals(n, dims, plain))["problems"][0].endswith(
+        "Use at least 9 such GPUs (tensor parallel), or a smaller model/quantization.")
 
 
 def test_memory_counts_only_the_tensor_parallel_gpus_and_the_utilization():
