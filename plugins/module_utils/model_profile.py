@@ -202,9 +202,13 @@ def _from_config(config: Optional[Mapping[str, Any]], key: str) -> Any:
     return None
 
 
-# The names config.json files give the key/value head count, in the order vLLM reads them
-# (vllm/config/model.py, get_total_num_kv_heads).
-KV_HEAD_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num")
+# Each dimension and the config.json keys that give it.  The key/value head count has several
+# names, read in vLLM's order (vllm/config/model.py, get_total_num_kv_heads).
+CONFIG_DIMENSION_KEYS: Dict[str, Tuple[str, ...]] = {
+    "hidden_size": ("hidden_size",),
+    "num_attention_heads": ("num_attention_heads",),
+    "num_key_value_heads": ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num"),
+}
 
 
 def model_dimensions(profile: Mapping[str, Any], config: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
@@ -213,11 +217,10 @@ def model_dimensions(profile: Mapping[str, Any], config: Optional[Mapping[str, A
     attention heads but no key/value head count has as many key/value heads as attention heads, as
     vLLM reads it; the profile's count does not apply to those weights."""
     out: Dict[str, Any] = {"sources": {}}
-    for key in ("hidden_size", "num_attention_heads", "num_key_value_heads"):
-        value = _from_config(config, key)
-        if key == "num_key_value_heads":
-            value = next((v for v in (_from_config(config, k) for k in KV_HEAD_KEYS) if v is not None),
-                         out["num_attention_heads"] if out["sources"]["num_attention_heads"] == "config.json" else None)
+    for key, names in CONFIG_DIMENSION_KEYS.items():
+        value = next((v for v in (_from_config(config, name) for name in names) if v is not None), None)
+        if value is None and key == "num_key_value_heads" and out["sources"]["num_attention_heads"] == "config.json":
+            value = out["num_attention_heads"]  # no key/value head count: multi-head attention, as vLLM reads it
         if value is not None:
             out[key], out["sources"][key] = value, "config.json"
         elif profile.get(key) is not None:

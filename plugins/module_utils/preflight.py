@@ -126,16 +126,15 @@ def check_memory(facts: Mapping[str, Any], tensor_parallel_size: int, gpu_memory
         holds = int(-(-need // (per_gpu * gpu_memory_utilization)))
         whys = tensor_parallel_allowed or (lambda n: [])
         # The first size from `holds` up that the model can be split over (vLLM shards heads evenly).
-        usable_sizes = [n for n in range(holds, max(holds, MAX_TENSOR_PARALLEL) + 1) if not whys(n)]
-        if not usable_sizes:
+        size = next((n for n in range(holds, max(holds, MAX_TENSOR_PARALLEL) + 1) if not whys(n)), None)
+        if size is None:
             advice = ("%d such GPUs would hold it, but no tensor-parallel size from %d up suits the model (at %d it %s): "
                       "use a smaller model/quantization." % (holds, holds, holds, " and ".join(whys(holds))))
-        elif usable_sizes[0] == holds:
+        elif size == holds:
             advice = "Use at least %d such GPUs (tensor parallel), or a smaller model/quantization." % holds
         else:
             advice = ("Use at least %d such GPUs (tensor parallel %d: %d would hold it, but tensor parallel %d %s), "
-                      "or a smaller model/quantization." % (usable_sizes[0], usable_sizes[0], holds, holds,
-                                                            " and ".join(whys(holds))))
+                      "or a smaller model/quantization." % (size, size, holds, holds, " and ".join(whys(holds))))
         return _result([
             "GPU memory: %d x %.1f GB at gpu_memory_utilization %.2f gives %.0f GB, but profile %s needs at least "
             "%.0f GB (min_gpu_memory_gb). %s"
@@ -144,15 +143,25 @@ def check_memory(facts: Mapping[str, Any], tensor_parallel_size: int, gpu_memory
     return _result()
 
 
+def _head_refusals(tp: int, dims: Mapping[str, Any], profile: Mapping[str, Any]) -> List[str]:
+    """vLLM's head rules at tensor parallel `tp`, where the profile applies them."""
+    if not profile.get("tensor_parallel_divides_attention_heads", True):
+        return []
+    return vllm_tensor_parallel_problems(tp, dims.get("num_attention_heads"), dims.get("num_key_value_heads"))
+
+
+def _outside_profile_sizes(tp: int, profile: Mapping[str, Any]) -> bool:
+    sizes = profile.get("tensor_parallel_sizes") or []
+    return bool(sizes) and tp not in sizes
+
+
 def tensor_parallel_refusals(tp: int, dims: Mapping[str, Any], profile: Mapping[str, Any]) -> List[str]:
     """Why the model cannot run at tensor parallel `tp` ([] when it can), regardless of the host:
     vLLM's head rules (where the profile applies them) and the profile's tensor_parallel_sizes."""
-    whys = []
-    if profile.get("tensor_parallel_divides_attention_heads", True):
-        whys = vllm_tensor_parallel_problems(tp, dims.get("num_attention_heads"), dims.get("num_key_value_heads"))
-    sizes = profile.get("tensor_parallel_sizes") or []
-    if sizes and tp not in sizes:
-        whys.append("is not one of the profile's tensor_parallel_sizes (%s)" % ", ".join(map(str, sizes)))
+    whys = _head_refusals(tp, dims, profile)
+    if _outside_profile_sizes(tp, profile):
+        whys.append("is not one of the profile's tensor_parallel_sizes (%s)"
+                    % ", ".join(map(str, profile["tensor_parallel_sizes"])))
     return whys
 
 
@@ -176,19 +185,15 @@ def check_tensor_parallel(tp: Any, gpu_count: int, dims: Mapping[str, Any], prof
     problems = []
     if gpu_count and tp > gpu_count:
         problems.append("%s %d is larger than the %d GPU(s) on this host: use at most %d." % (var, tp, gpu_count, gpu_count))
-    heads, kv = dims.get("num_attention_heads"), dims.get("num_key_value_heads")
-    if profile.get("tensor_parallel_divides_attention_heads", True):
-        fits = [str(d) for d in range(1, max(gpu_count, 1) + 1)
-                if not vllm_tensor_parallel_problems(d, heads, kv)]
-        whys = vllm_tensor_parallel_problems(tp, heads, kv)
-        if whys:
-            problems.append("%s %d %s (head counts from %s); vLLM shards heads evenly and refuses it. Use one of %s."
-                            % (var, tp, " and ".join(whys), dims.get("sources", {}).get("num_attention_heads"),
-                               ", ".join(fits) or "1"))
-    sizes = profile.get("tensor_parallel_sizes") or []
-    if sizes and tp not in sizes:
+    whys = _head_refusals(tp, dims, profile)
+    if whys:
+        fits = [str(d) for d in range(1, max(gpu_count, 1) + 1) if not _head_refusals(d, dims, profile)]
+        problems.append("%s %d %s (head counts from %s); vLLM shards heads evenly and refuses it. Use one of %s."
+                        % (var, tp, " and ".join(whys), dims.get("sources", {}).get("num_attention_heads"),
+                           ", ".join(fits) or "1"))
+    if _outside_profile_sizes(tp, profile):
         problems.append("%s %d is not one of the sizes profile %s supports (tensor_parallel_sizes: %s)."
-                        % (var, tp, profile.get("name"), ", ".join(map(str, sizes))))
+                        % (var, tp, profile.get("name"), ", ".join(map(str, profile["tensor_parallel_sizes"]))))
     return _result(problems)
 
 

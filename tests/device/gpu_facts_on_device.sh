@@ -10,15 +10,8 @@ OUT=$(mktemp -d)
 trap 'tar -C "$OUT" -czf "$FINAL/gpu-facts-device.tgz" .' EXIT
 RUNS=${RUNS:-5}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH ANSIBLE_HOME=/tmp/ah
-root=/tmp/ac/ansible_collections
-mkdir -p "$root/moeops" "$root/community"
-ln -sfn "$PWD" "$root/moeops/inference"
-ln -sfn "$PWD/.whl/community.general" "$root/community/general"
-printf "[defaults]\n" > /tmp/ansible.cfg
-export ANSIBLE_COLLECTIONS_PATH=/tmp/ac ANSIBLE_CONFIG=/tmp/ansible.cfg
-py=$(command -v python3)
+# shellcheck source=tests/device/carry_ansible.sh
+. tests/device/carry_ansible.sh ansible.builtin.default
 adhoc() { ansible localhost -c local -e ansible_python_interpreter="$py" "$@"; }
 
 for c in "topo -m" "topo -p2p r" "topo -p2p w" "topo -p2p n" "topo -p2p a" "nvlink -s" "-q -x" "-L"; do

@@ -11,15 +11,8 @@ set -euo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 WORLD_SIZE_SWEEP=${WORLD_SIZE_SWEEP:-$(nvidia-smi -L | wc -l)}
 BUDGET=${BUDGET:-240}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH ANSIBLE_HOME=/tmp/ah
-root=/tmp/ac/ansible_collections
-mkdir -p "$root/moeops" "$root/community"
-ln -sfn "$PWD" "$root/moeops/inference"
-ln -sfn "$PWD/.whl/community.general" "$root/community/general"
-printf "[defaults]\nstdout_callback = ansible.builtin.default\n" > /tmp/ansible.cfg
-export ANSIBLE_COLLECTIONS_PATH=/tmp/ac ANSIBLE_CONFIG=/tmp/ansible.cfg
-py=$(command -v python3)
+# shellcheck source=tests/device/carry_ansible.sh
+. tests/device/carry_ansible.sh ansible.builtin.default
 nvidia-smi -L > "$OUT/nvidia-smi-L.txt"
 
 # 1. The rank script alone, one rank, NCCL's INIT and TUNING log.

@@ -1,29 +1,21 @@
 #!/usr/bin/env bash
 # Runs playbooks/preflight.yml for real on a GPU machine lent by the device tool: the facts come from
 # NVML (gpu_facts backend auto), the checks from the preflight module, through ansible-core carried as
-# wheels (scripts/device-wheels, docs/device.md).  The machine has no systemd and no sudo: only the
-# read-only preflight can run there, as root, with become off.
-# Cases: the three shipped profiles (Kimi-K2.5 a second time with the nvidia_smi backend), and a profile written for the test (tests/integration/bad-inputs/
-# tiny_model.yml) over a tiny local weights directory, which must pass with its dimensions read from
-# that directory's config.json.  Writes into $OUT: each run's JSON (json callback), and
-# preflight-reports.json: per case the play's rc and the preflight task's problems, warnings and checked.
+# wheels (scripts/device-wheels, docs/device.md; tests/device/carry_ansible.sh sets it up).  The machine
+# has no systemd and no sudo: only the read-only preflight can run there, as root, with become off.
+# Cases: the three shipped profiles (Kimi-K2.5 a second time with the nvidia_smi backend), and a profile
+# written for the test (tests/integration/bad-inputs/tiny_model.yml) over a tiny local weights
+# directory, which must pass with its dimensions read from that directory's config.json.
 # Usage (repo root): OUT=/some/dir bash tests/device/preflight_on_device.sh
-# ($OUT gets preflight-reports.json and, packed so the device tool returns them, the runs' outputs.)
+# $OUT gets preflight-reports.json (per case the play's rc and the preflight task's problems, warnings
+# and checked) and preflight-device.tgz (each run's json-callback output and stderr).
 set -euo pipefail
 : "${OUT:?set OUT}"
 FINAL=$OUT
 OUT=$(mktemp -d)
 trap 'cp "$OUT/preflight-reports.json" "$FINAL/" 2>/dev/null || true; tar -C "$OUT" -czf "$FINAL/preflight-device.tgz" .' EXIT
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH ANSIBLE_HOME=/tmp/ah
-root=/tmp/ac/ansible_collections
-mkdir -p "$root/moeops" "$root/community" "$root/ansible"
-ln -sfn "$PWD" "$root/moeops/inference"
-ln -sfn "$PWD/.whl/community.general" "$root/community/general"
-ln -sfn "$PWD/.whl/ansible.posix" "$root/ansible/posix"
-printf "[defaults]\nstdout_callback = ansible.posix.json\n" > /tmp/ansible.cfg
-export ANSIBLE_COLLECTIONS_PATH=/tmp/ac ANSIBLE_CONFIG=/tmp/ansible.cfg ANSIBLE_LOAD_CALLBACK_PLUGINS=1
-py=$(command -v python3)
+# shellcheck source=tests/device/carry_ansible.sh
+. tests/device/carry_ansible.sh ansible.posix.json
 tiny=/tmp/moeops-tiny-model
 python3 tests/integration/model_weights/make_tiny_model.py "$tiny" > /dev/null
 
@@ -59,14 +51,16 @@ for line in open(out + "/preflight-runs.txt"):
     reports[name] = dict(rc=int(rc), seconds=float(secs), gpu_backend=facts["backend"], gpus=facts["count"],
                          gpu_names=[g["name"] for g in facts["gpus"]], driver_version=facts["driver_version"],
                          problems=pre.get("problems"), warnings=pre.get("preflight_warnings"), checked=pre.get("checked"))
-    print("%-12s rc=%s %5.1f s  %d problem(s), %d warning(s)" % (name, rc, float(secs), len(pre.get("problems") or []),
-                                                                 len(pre.get("preflight_warnings") or [])))
-    for p in pre.get("problems") or []:
+    report = reports[name]
+    print("%-12s rc=%s %5.1f s  %d problem(s), %d warning(s)"
+          % (name, rc, float(secs), len(report["problems"] or []), len(report["warnings"] or [])))
+    for p in report["problems"] or []:
         print("    problem:", p)
-    for w in pre.get("preflight_warnings") or []:
+    for w in report["warnings"] or []:
         print("    warning:", w)
-    dims = (pre.get("checked") or {}).get("dimensions") or {}
-    print("    tensor parallel %s; dimensions %s" % ((pre.get("checked") or {}).get("tensor_parallel_size"),
+    checked = report["checked"] or {}
+    dims = checked.get("dimensions") or {}
+    print("    tensor parallel %s; dimensions %s" % (checked.get("tensor_parallel_size"),
                                                    {k: (dims.get(k), src) for k, src in (dims.get("sources") or {}).items()}))
 json.dump(reports, open(out + "/preflight-reports.json", "w"), indent=2, sort_keys=True)
 PY

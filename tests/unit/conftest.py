@@ -6,13 +6,21 @@ import json
 import os
 
 import pytest
+import yaml
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "gpu")
+MODELS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "playbooks", "models")
 
 
 def load_json(*parts):
     with open(os.path.join(FIXTURES, *parts)) as f:
         return json.load(f)
+
+
+def shipped_profile(name):
+    """The vllm_model_profile of playbooks/models/<name>.yml."""
+    with open(os.path.join(MODELS, name + ".yml")) as f:
+        return yaml.safe_load(f)["vllm_model_profile"]
 
 
 def constructed_names():

@@ -12,14 +12,8 @@ import yaml
 
 from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology as topo
 from ansible_collections.moeops.inference.plugins.module_utils import model_profile as mp
-from conftest import load_json
-
-MODELS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "playbooks", "models")
-
-
-def profile(name):
-    with open(os.path.join(MODELS, name + ".yml")) as f:
-        return yaml.safe_load(f)["vllm_model_profile"]
+from conftest import MODELS, load_json
+from conftest import shipped_profile as profile
 
 
 def facts(name):

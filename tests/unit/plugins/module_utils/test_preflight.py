@@ -12,14 +12,10 @@ import yaml
 from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology as topo
 from ansible_collections.moeops.inference.plugins.module_utils import preflight as pf
 from conftest import load_json
+from conftest import shipped_profile as profile
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..")
 GB = 10 ** 9
-
-
-def profile(name):
-    with open(os.path.join(ROOT, "playbooks", "models", name + ".yml")) as f:
-        return yaml.safe_load(f)["vllm_model_profile"]
 
 
 def facts(name):

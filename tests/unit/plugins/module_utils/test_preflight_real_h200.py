@@ -5,27 +5,25 @@ and as playbooks/preflight.yml judged it there (h200-x1-device/preflight-reports
 tests/device/preflight_on_device.sh through the real ansible-playbook, NVML and the preflight module)."""
 from __future__ import annotations
 
-import os
-
 import pytest
-import yaml
 
 from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology as topo
 from ansible_collections.moeops.inference.plugins.module_utils import preflight as pf
-from conftest import load_json
+from conftest import load_json, shipped_profile
 
-ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..")
 UBUNTU2404 = {"distribution": "Ubuntu", "version": "24.04", "major_version": "24", "os_family": "Debian"}
-
-
-def profile(name):
-    with open(os.path.join(ROOT, "playbooks", "models", name + ".yml")) as f:
-        return yaml.safe_load(f)["vllm_model_profile"]
 
 
 @pytest.fixture(scope="module")
 def h200():
     return topo.from_snapshot(load_json("real", "h200-x1-device.nvml.snapshot.json"), "h200-x1-device")
+
+
+def replay(facts, model):
+    """The checks over the captured facts, with what the device run had: Ubuntu 24.04, the default
+    driver branch 580 to install, and no weights read (their disk is not part of the capture)."""
+    return pf.run_preflight(dict(distro=UBUNTU2404, gpu_facts=facts, profile=shipped_profile(model), driver_branch=580,
+                                 installs_driver=True, weights={}))
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +53,7 @@ def test_every_shipped_model_is_refused_on_one_h200_with_its_reasons(h200):
                         "heads evenly), or a smaller model/quantization."],
     }
     for name, problems in want.items():
-        report = pf.run_preflight(dict(distro=UBUNTU2404, gpu_facts=h200, profile=profile(name), driver_branch=580,
-                                       installs_driver=True, weights={}))
+        report = replay(h200, name)
         assert report["problems"] == problems, name
         # Hopper on driver 580 with P2P not applicable (one GPU): nothing else to say.
         assert report["warnings"] == [] and report["checked"]["tensor_parallel_size"] == 1
@@ -71,9 +68,7 @@ def test_the_device_run_agrees_with_the_replay(h200, on_device):
         assert (real["gpu_backend"], real["gpus"], real["gpu_names"]) == (
             "nvidia_smi" if case.endswith("nvidia_smi") else "nvml", 1, ["NVIDIA H200"])
         assert real["rc"] == 2 and real["warnings"] == []
-        replay = pf.run_preflight(dict(distro=UBUNTU2404, gpu_facts=h200, profile=profile(shipped), driver_branch=580,
-                                       installs_driver=True, weights={}))
-        assert gpu_problems(real) == replay["problems"], case
+        assert gpu_problems(real) == replay(h200, shipped)["problems"], case
         # The device's root filesystem cannot take any of them: each run also named that, with the numbers.
         disk = [p for p in real["problems"] if p.startswith("disk: ")]
         assert len(disk) == 1 and "/var/cache/vllm/huggingface/hub/models--" in disk[0] and "GB free" in disk[0]
