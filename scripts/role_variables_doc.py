@@ -1,8 +1,11 @@
-"""Writes docs/role-variables.md from every role's meta/argument_specs.yml (the single source of
-the role variables' names, types, defaults, choices and descriptions).
+"""Writes the role variables, from every role's meta/argument_specs.yml (the single source of their names,
+types, defaults, choices and descriptions), into docs/role-variables.md and into each roles/<role>/README.md.
 
-    .venv/bin/python scripts/role_variables_doc.py        # rewrite the file
-    .venv/bin/python scripts/role_variables_doc.py --check  # exit 1 when the file is out of date
+A role README is hand-written (what the role does, requirements, dependencies, example playbook) except for
+the block between BEGIN and END below, which this script owns and replaces; the README must hold that block.
+
+    .venv/bin/python scripts/role_variables_doc.py          # rewrite the generated files and blocks
+    .venv/bin/python scripts/role_variables_doc.py --check  # exit 1 when any of them is out of date
 
 tests/unit/roles/test_argument_specs.py runs the check, so the docs cannot drift from the specs.
 """
@@ -13,65 +16,147 @@ import json
 import os
 import re
 import sys
+from typing import Any
 
 import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DOC = os.path.join(ROOT, "docs", "role-variables.md")
+DOC = os.path.join("docs", "role-variables.md")
+BEGIN = "<!-- BEGIN GENERATED: role variables -->"
+END = "<!-- END GENERATED -->"
 
 
 def _markup(text: str) -> str:
-    """Ansible doc markup (C(), V(), O(), M(), I()) as Markdown."""
-    text = re.sub(r"\b[CVOM]\(([^()]*(?:\([^()]*\)[^()]*)*)\)", r"`\1`", text)
+    """Ansible doc markup (C(), V(), O(), E(), M(), I()) as Markdown."""
+    text = re.sub(r"\b[CVOEM]\(([^()]*(?:\([^()]*\)[^()]*)*)\)", r"`\1`", text)
     text = re.sub(r"\bI\(([^()]*)\)", r"*\1*", text)
     return text.replace("|", "\\|")
 
 
-def _text(value) -> str:
+def _text(value: object) -> str:
     if isinstance(value, list):
         return " ".join(_markup(str(v)) for v in value)
     return _markup(str(value))
 
 
-def _default(opt: dict) -> str:
+def _code(value: object) -> str:
+    """A code span that is safe in a table cell."""
+    return "`%s`" % str(value).replace("|", "\\|")
+
+
+def _default(opt: dict[str, Any], name: str, defaults: dict[str, Any]) -> str:
+    """The spec's default; a spec without one is null in defaults/main.yml, or computed there (templated)."""
     if opt.get("required"):
         return "required"
-    if "default" not in opt:
+    if "default" not in opt and not (name in defaults and defaults[name] is None):
         return "(computed, see description)"
-    return "`%s`" % json.dumps(opt["default"])
+    return _code(json.dumps(opt.get("default")))
 
 
-def render() -> str:
+def roles(root: str = ROOT) -> list[str]:
+    """The roles that have argument specs, sorted."""
+    return sorted(p.split(os.sep)[-3] for p in glob.glob(os.path.join(root, "roles", "*", "meta", "argument_specs.yml")))
+
+
+def entry_points(role: str, root: str = ROOT) -> dict[str, dict[str, Any]]:
+    """The role's entry points (main first, then the others in file order) with their specs."""
+    with open(os.path.join(root, "roles", role, "meta", "argument_specs.yml")) as f:
+        specs = yaml.safe_load(f)["argument_specs"]
+    return dict(sorted(specs.items(), key=lambda item: item[0] != "main"))
+
+
+def render_role(role: str, root: str = ROOT) -> list[str]:
+    """One role's entry points and their options as Markdown: the part both outputs share."""
+    eps = entry_points(role, root)
+    with open(os.path.join(root, "roles", role, "defaults", "main.yml")) as f:
+        defaults = yaml.safe_load(f) or {}
+    out: list[str] = []
+    for name, ep in eps.items():
+        out += ["### Entry point `%s`" % name, "", _text(ep["short_description"]) + "."]
+        if name != "main":
+            description = ep.get("description") or []
+            bullets = ["- " + _text(d) for d in ([description] if isinstance(description, str) else description)]
+            out += ["", "Used with `tasks_from: %s`." % name] + ([""] + bullets if bullets else [])
+        out.append("")
+        opts = ep.get("options") or {}
+        if name != "main" and opts == eps.get("main", {}).get("options"):
+            out += ["Options: the same as `main`.", ""]
+            continue
+        if not opts:
+            out += ["No options.", ""]
+            continue
+        out += ["| variable | type | default | choices | description |", "| --- | --- | --- | --- | --- |"]
+        for var, opt in sorted(opts.items()):
+            kind = opt.get("type", "str") + ("[%s]" % opt["elements"] if opt.get("elements") else "")
+            choices = ", ".join(_code(c) for c in opt.get("choices", []))
+            out.append("| `%s` | %s | %s | %s | %s |" % (var, kind, _default(opt, var, defaults), choices, _text(opt["description"])))
+        out.append("")
+    return out
+
+
+def render(root: str = ROOT) -> str:
+    """docs/role-variables.md: every role's entry points and options."""
     out = ["# Role variables", "",
            "Generated by `scripts/role_variables_doc.py` from each role's `meta/argument_specs.yml`; do not edit by hand",
            "(`tests/unit/roles/test_argument_specs.py` fails while this file and the specs disagree). Every role",
            "validates these at its start, and the `preflight` role validates all of them before any role changes",
-           "anything.", ""]
-    for path in sorted(glob.glob(os.path.join(ROOT, "roles", "*", "meta", "argument_specs.yml"))):
-        role = path.split(os.sep)[-3]
-        with open(path) as f:
-            main = yaml.safe_load(f)["argument_specs"]["main"]
-        out += ["## moeops.inference.%s" % role, "", _text(main["short_description"]) + ".", "",
-                "| variable | type | default | choices | description |", "| --- | --- | --- | --- | --- |"]
-        for name, opt in sorted(main["options"].items()):
-            kind = opt.get("type", "str") + ("[%s]" % opt["elements"] if opt.get("elements") else "")
-            choices = ", ".join("`%s`" % c for c in opt.get("choices", []))
-            out.append("| `%s` | %s | %s | %s | %s |" % (name, kind, _default(opt), choices, _text(opt["description"])))
-        out.append("")
+           "anything. Each role's `README.md` holds the same tables.", ""]
+    for role in roles(root):
+        out += ["## moeops.inference.%s" % role, ""] + render_role(role, root)
     return "\n".join(out)
 
 
-def main(argv) -> int:
-    text = render()
+def render_readme(role: str, readme: str, root: str = ROOT) -> str:
+    """The README with its generated block replaced; ValueError when it has no single BEGIN ... END block."""
+    if readme.count(BEGIN) != 1 or readme.count(END) != 1 or readme.index(BEGIN) > readme.index(END):
+        raise ValueError("needs exactly one %s ... %s block" % (BEGIN, END))
+    block = ["", "", "Generated from `meta/argument_specs.yml` by `scripts/role_variables_doc.py`; the role validates "
+             "them at its start, and the defaults are in `defaults/main.yml`.", ""] + render_role(role, root) + [""]
+    head, rest = readme.split(BEGIN)
+    return head + BEGIN + "\n".join(block) + END + rest.split(END, 1)[1]
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def outputs(root: str = ROOT) -> tuple[dict[str, str], list[str]]:
+    """Each generated file (relative path) with the text it should have, and the READMEs that cannot take their block."""
+    want: dict[str, str] = {DOC: render(root)}
+    problems: list[str] = []
+    for role in roles(root):
+        path = os.path.join("roles", role, "README.md")
+        readme = _read(os.path.join(root, path))
+        try:
+            want[path] = render_readme(role, "" if readme is None else readme, root)
+        except ValueError as e:
+            problems.append("%s: %s" % (path, "missing" if readme is None else e))
+    return want, problems
+
+
+def check(root: str = ROOT) -> list[str]:
+    """What is out of date: empty when every generated file and block matches the specs."""
+    want, problems = outputs(root)
+    return problems + ["%s: out of date, run scripts/role_variables_doc.py" % path
+                       for path, text in want.items() if _read(os.path.join(root, path)) != text]
+
+
+def main(argv: list[str]) -> int:
     if "--check" in argv:
-        with open(DOC) as f:
-            if f.read() != text:
-                print("docs/role-variables.md is out of date: run scripts/role_variables_doc.py", file=sys.stderr)
-                return 1
-        return 0
-    with open(DOC, "w") as f:
-        f.write(text)
-    return 0
+        problems = check(ROOT)
+    else:
+        want, problems = outputs(ROOT)
+        for path, text in want.items():
+            if _read(os.path.join(ROOT, path)) != text:
+                with open(os.path.join(ROOT, path), "w") as f:
+                    f.write(text)
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":

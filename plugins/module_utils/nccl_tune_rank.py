@@ -151,9 +151,12 @@ def launch(spec):
                    MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         out, err = tempfile.TemporaryFile(mode="w+"), tempfile.TemporaryFile(mode="w+")
         files.append((out, err))
-        # Own process group each, so that a hung rank and its children can be killed.
-        procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), rank_spec], env=env,
-                                      stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True))
+        # Own process group each, so that a hung rank and its children can be killed. This file runs as a
+        # script in the vLLM venv, outside any Ansible module, and the ranks must run at the same time:
+        # run_command (which sanity asks for) starts one process and waits for it, so Popen it is.
+        procs.append(subprocess.Popen(  # pylint: disable=ansible-bad-function
+            [sys.executable, os.path.abspath(__file__), rank_spec], env=env,
+            stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True))
     deadline = time.monotonic() + timeout
     failure = ""
     for proc in procs:

@@ -245,13 +245,19 @@ import json
 import os
 import socket
 import time
+import traceback
 
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.community.general.plugins.module_utils import deps
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology as topo
 
-with deps.declare("nvidia-ml-py", reason="for backend=nvml", url="https://pypi.org/project/nvidia-ml-py/"):
+# nvidia-ml-py is optional (backend=auto falls back to nvidia-smi): imported the way ansible-core's own modules
+# import optional libraries, so the module loads without it and names it only where NVML is asked for.
+PYNVML_IMPORT_ERROR = None
+try:
     import pynvml
+except ImportError:
+    pynvml = None
+    PYNVML_IMPORT_ERROR = traceback.format_exc()
 
 
 SMI_COMMANDS = {
@@ -280,7 +286,7 @@ def sysfs_numa(bus_id):
 
 def read_with_nvml():
     """(facts, None) or (None, why NVML cannot be used)."""
-    if deps.failed("nvidia-ml-py"):
+    if pynvml is None:
         return None, "nvidia-ml-py is not installed for this Python"
     try:
         pynvml.nvmlInit()
@@ -360,8 +366,10 @@ def main():
         if module.params[key] and not os.path.isabs(module.params[key]):
             module.fail_json(msg="%s must be an absolute path, got %s" % (key, module.params[key]))
 
-    if backend == "nvml":
-        deps.validate(module, "nvidia-ml-py")
+    if backend == "nvml" and pynvml is None:
+        module.fail_json(msg=missing_required_lib("nvidia-ml-py", reason="for backend=nvml",
+                                                  url="https://pypi.org/project/nvidia-ml-py/"),
+                         exception=PYNVML_IMPORT_ERROR)
     facts, why = None, []
     if backend == "snapshot":
         facts = read_snapshot(module, module.params["snapshot"])

@@ -1,11 +1,14 @@
 # -*- coding: utf-8 -*-
 """Every role's defaults and meta/argument_specs.yml agree (as prometheus.prometheus keeps them),
-every option is typed and described, and docs/role-variables.md is generated from the specs."""
+every option is typed and described, and docs/role-variables.md and every role's README.md (its generated
+block, between markers) are generated from the specs; each README's example uses the role with its own variables."""
 from __future__ import annotations
 
 import glob
 import importlib.util
 import os
+import re
+import shutil
 
 import pytest
 import yaml
@@ -82,14 +85,116 @@ def test_the_defaults_pass_their_own_spec(role):
     assert result.error_messages == [], (role, result.error_messages)
 
 
-def test_role_variables_doc_is_generated_from_the_specs():
+def _doc_module():
     spec = importlib.util.spec_from_file_location("role_variables_doc", os.path.join(ROOT, "scripts", "role_variables_doc.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    return mod
+
+
+GEN = _doc_module()
+
+
+def all_options(role):
+    """Every option of every entry point of the role."""
+    return {name for ep in GEN.entry_points(role).values() for name in ep.get("options") or {}}
+
+
+def test_role_variables_doc_is_generated_from_the_specs():
     with open(os.path.join(ROOT, "docs", "role-variables.md")) as f:
         committed = f.read()
-    assert committed == mod.render(), "docs/role-variables.md is out of date: run .venv/bin/python scripts/role_variables_doc.py"
+    assert committed == GEN.render(), "docs/role-variables.md is out of date: run .venv/bin/python scripts/role_variables_doc.py"
+    assert GEN.check() == [], "out of date: run .venv/bin/python scripts/role_variables_doc.py"
     for role in ROLES:
         assert "## moeops.inference.%s" % role in committed
         for name in options(role):
             assert "| `%s` |" % name in committed
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_role_has_a_readme_with_its_variables(role):
+    with open(os.path.join(ROOT, "roles", role, "README.md")) as f:
+        readme = f.read()
+    assert readme.startswith("# moeops.inference.%s\n" % role), role
+    sections = [line for line in readme.splitlines() if line.startswith("## ")]
+    assert sections[:4] == ["## Requirements", "## Role Variables", "## Dependencies", "## Example Playbook"], (role, sections)
+    assert GEN.render_readme(role, readme) == readme, "roles/%s/README.md is out of date: run scripts/role_variables_doc.py" % role
+    assert readme.index("## Role Variables") < readme.index(GEN.BEGIN) < readme.index(GEN.END) < readme.index("## Dependencies"), role
+    block = readme.split(GEN.BEGIN)[1].split(GEN.END)[0]
+    for entry_point in GEN.entry_points(role):
+        assert "### Entry point `%s`" % entry_point in block, (role, entry_point)
+    for name in options(role):
+        assert "| `%s` |" % name in block, (role, name)
+
+
+def _keys(node):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield key
+            yield from _keys(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _keys(item)
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_readme_example_uses_the_role_with_its_own_variables(role):
+    with open(os.path.join(ROOT, "roles", role, "README.md")) as f:
+        examples = re.findall(r"^## Example Playbook\n\n```yaml\n(.*?)^```$", f.read(), re.M | re.S)
+    assert len(examples) == 1, "%s: one ```yaml block under ## Example Playbook" % role
+    plays = yaml.safe_load(examples[0])
+    assert isinstance(plays, list) and all("hosts" in play for play in plays), role
+    entries = [entry for play in plays for entry in play.get("roles", [])]
+    assert "moeops.inference.%s" % role in [e.get("role") if isinstance(e, dict) else e for e in entries], role
+    # No invented variables: every key with a role's prefix is an option in the roles' specs.
+    known = {name for other in ROLES for name in all_options(other)}
+    prefixed = {key for key in _keys(plays) if isinstance(key, str) and key.startswith(tuple(r + "_" for r in ROLES))}
+    assert prefixed <= known, "%s: the example sets %s, which no argument spec has" % (role, sorted(prefixed - known))
+    # And the literal values it gives pass the role's spec.
+    for entry in entries:
+        if isinstance(entry, dict) and entry.get("role") == "moeops.inference.%s" % role:
+            opts = options(role)
+            given = {k: v for k, v in (entry.get("vars") or {}).items() if not templated(v)}
+            stand_ins = {k: {"stand-in": 1} for k, o in opts.items() if o.get("required") and k not in given}
+            result = ArgumentSpecValidator(opts).validate(dict(given, **stand_ins))
+            assert result.error_messages == [], (role, result.error_messages)
+
+
+def _copy_docs_tree(dest):
+    for role in ROLES:
+        for part in (("meta", "argument_specs.yml"), ("defaults", "main.yml"), ("README.md",)):
+            os.makedirs(os.path.join(dest, "roles", role, *part[:-1]), exist_ok=True)
+            shutil.copy(os.path.join(ROOT, "roles", role, *part), os.path.join(dest, "roles", role, *part))
+    os.makedirs(os.path.join(dest, "docs"))
+    shutil.copy(os.path.join(ROOT, "docs", "role-variables.md"), os.path.join(dest, "docs", "role-variables.md"))
+
+
+def test_the_check_fails_on_a_stale_or_missing_readme_block(tmp_path, monkeypatch, capsys):
+    root = str(tmp_path)
+    _copy_docs_tree(root)
+    assert GEN.check(root) == []
+    first, second, third = ROLES[:3]
+    stale = os.path.join(root, "roles", first, "README.md")
+    with open(stale) as f:
+        text = f.read()
+    with open(stale, "w") as f:
+        f.write(text.replace("| `%s` |" % sorted(options(first))[0], "| `renamed_variable` |"))
+    unmarked = os.path.join(root, "roles", second, "README.md")
+    with open(unmarked) as f:
+        other = f.read()
+    with open(unmarked, "w") as f:
+        f.write(other.split(GEN.BEGIN)[0] + other.split(GEN.END)[1])
+    os.remove(os.path.join(root, "roles", third, "README.md"))
+    with open(os.path.join(root, "docs", "role-variables.md"), "a") as f:
+        f.write("edited by hand\n")
+    problems = GEN.check(root)
+    assert sorted(p.split(":")[0] for p in problems) == sorted(
+        [os.path.join("roles", r, "README.md") for r in (first, second, third)] + [os.path.join("docs", "role-variables.md")]), problems
+    monkeypatch.setattr(GEN, "ROOT", root)
+    assert GEN.main(["--check"]) == 1
+    assert "roles/%s/README.md" % second in capsys.readouterr().err
+    # Rewriting fixes the stale block and the doc; a README without its block (or none) still fails.
+    assert GEN.main([]) == 1
+    assert sorted(p.split(":")[0] for p in GEN.check(root)) == [os.path.join("roles", r, "README.md") for r in sorted((second, third))]
+    with open(stale) as f:
+        assert f.read() == text

@@ -32,9 +32,9 @@ def run(args, expect=ExitJson):
 
 @pytest.fixture
 def no_nvml(monkeypatch):
-    dep = gpu_facts.deps._Dependency("nvidia-ml-py")
-    dep.fail(ImportError("No module named 'pynvml'"), "trace")
-    monkeypatch.setitem(gpu_facts.deps._deps, "nvidia-ml-py", dep)
+    """nvidia-ml-py as if it were not installed: the state the module's guarded import leaves behind."""
+    monkeypatch.setattr(gpu_facts, "pynvml", None)
+    monkeypatch.setattr(gpu_facts, "PYNVML_IMPORT_ERROR", "ModuleNotFoundError: No module named 'pynvml'")
 
 
 @pytest.fixture
@@ -79,7 +79,6 @@ def test_nvml_backend_reads_through_pynvml(monkeypatch):
     double.nvmlInit = lambda: calls.append("init")
     double.nvmlShutdown = lambda: calls.append("shutdown")
     monkeypatch.setattr(gpu_facts, "pynvml", double)
-    monkeypatch.setattr(gpu_facts.deps, "failed", lambda spec=None: False)
     facts = run({"backend": "nvml"})["ansible_facts"]["nvidia_gpu"]
     assert calls == ["init", "shutdown"]
     assert (facts["backend"], facts["count"], facts["gpus"][0]["architecture"]) == ("nvml", 1, "hopper")
@@ -92,7 +91,6 @@ def test_nvml_driver_not_loaded_falls_back_to_smi(monkeypatch, fake_smi):
         raise nvml_double.NVMLError("Driver Not Loaded")
     double.nvmlInit = init
     monkeypatch.setattr(gpu_facts, "pynvml", double)
-    monkeypatch.setattr(gpu_facts.deps, "failed", lambda spec=None: False)
     facts = run({})["ansible_facts"]["nvidia_gpu"]
     assert facts["backend"] == "nvidia_smi"
     assert facts["gpus"][0]["compute_capability"] == "9.0"
@@ -121,8 +119,11 @@ def test_required_fails_naming_what_is_missing(no_nvml, empty_path):
 
 
 def test_nvml_backend_without_library_fails(no_nvml):
-    msg = run({"backend": "nvml"}, FailJson)["msg"]
-    assert "nvidia-ml-py" in msg
+    result = run({"backend": "nvml"}, FailJson)
+    # ansible-core's missing_required_lib wording, with the reason and where to get it.
+    assert result["msg"].startswith("Failed to import the required Python library (nvidia-ml-py)")
+    assert "for backend=nvml" in result["msg"] and "https://pypi.org/project/nvidia-ml-py/" in result["msg"]
+    assert "No module named 'pynvml'" in result["exception"]
 
 
 def test_snapshot_needs_path():

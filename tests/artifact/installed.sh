@@ -1,14 +1,36 @@
 #!/usr/bin/env bash
-# gpu_facts through the real ansible CLI, and the topology playbook on the
-# simulated workstation.  Runs from the repository root with the tooling venv
-# on PATH (tests/run sets that up); ansible.cfg finds the collection.
+# The installed artifact, used as a user uses it: from a directory outside the checkout, with no ansible.cfg,
+# the collection found only in the collections path given as argument (ansible-galaxy installed the built
+# tarball there; tests/run's artifact stage), other collections from the venv's ansible bundle.
+#   0. every playbook the artifact ships passes --syntax-check, run by name (moeops.inference.NAME);
+#   1-3. the gpu_facts module ad hoc: a snapshot, a second run with the same dump, this GPU-less machine;
+#   4. the gpu_topology playbook by name with the seed snapshot.
+# tests/run runs it once with each venv (the oldest and the newest supported Ansible) on PATH.
 set -euo pipefail
+installed=$(readlink -f "$1")
 seed=$PWD/tests/fixtures/gpu/constructed/rtxpro6000-x8-2numa.json
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 py=$(command -v python3)
+cd "$work"
+unset ANSIBLE_CONFIG
+export ANSIBLE_COLLECTIONS_PATH=$installed
+echo "$(ansible --version | head -n1) on Python $(python3 -V | cut -d' ' -f2), from $work"
+
+# 0. The collection resolves to the installed copy, and every shipped playbook parses.
+where=$(ansible-galaxy collection list moeops.inference --format json | python3 -c 'import json,sys; print(*json.load(sys.stdin))')
+[ "$where" = "$installed/ansible_collections" ] || { echo "moeops.inference found in '$where', not in $installed"; exit 1; }
+n=0 names=""
+for pb in "$installed"/ansible_collections/moeops/inference/playbooks/*.yml; do
+  name=moeops.inference.$(basename "$pb" .yml)
+  ansible-playbook --syntax-check -i localhost, "$name" > "$work/syntax.txt" 2>&1 || {
+    echo "--syntax-check $name failed:"; cat "$work/syntax.txt"; exit 1; }
+  n=$((n + 1)) names="$names ${name#moeops.inference.}"
+done
+[ "$n" -gt 0 ] || { echo "no playbook in the artifact"; exit 1; }
+echo "syntax-check: $n shipped playbooks by name:$names"
 
 # 1. Ad-hoc module run, snapshot backend, JSON out through the json callback.
-ANSIBLE_LOAD_CALLBACK_PLUGINS=1 ANSIBLE_STDOUT_CALLBACK=ansible.builtin.json \
+ANSIBLE_LOAD_CALLBACK_PLUGINS=1 ANSIBLE_STDOUT_CALLBACK=ansible.posix.json \
   ansible localhost -c local -e ansible_python_interpreter="$py" \
   -m moeops.inference.gpu_facts -a "backend=snapshot snapshot=$seed dump=$work/again.json" > "$work/out.json"
 python3 - "$work" <<'PY'
@@ -30,7 +52,7 @@ grep -q '| SUCCESS =>' "$work/second.txt" || { echo "second dump run reported a 
 echo "ad-hoc gpu_facts: second dump unchanged"
 
 # 3. No GPU on this machine: auto reports count 0 and backend none, required fails by name.
-ANSIBLE_LOAD_CALLBACK_PLUGINS=1 ANSIBLE_STDOUT_CALLBACK=ansible.builtin.json \
+ANSIBLE_LOAD_CALLBACK_PLUGINS=1 ANSIBLE_STDOUT_CALLBACK=ansible.posix.json \
   ansible localhost -c local -e ansible_python_interpreter="$py" -m moeops.inference.gpu_facts > "$work/auto.json" || true
 python3 -c "
 import json,sys
@@ -45,11 +67,11 @@ fi
 grep -q "no NVIDIA GPU could be read" "$work/req.txt"
 echo "ad-hoc gpu_facts required=true: fails with a message"
 
-# 4. The topology playbook, on this machine with the seed snapshot, prints the hand-tuned unit's variables.
-ansible-playbook playbooks/gpu_topology.yml -i localhost, -c local -e ansible_python_interpreter="$py" \
+# 4. The topology playbook, by name, on this machine with the seed snapshot, prints the hand-tuned unit's variables.
+ansible-playbook moeops.inference.gpu_topology -i localhost, -c local -e ansible_python_interpreter="$py" \
   -e gpu_topology_backend=snapshot -e gpu_topology_snapshot="$seed" > "$work/play.txt"
 for want in 'NCCL_ALGO=Ring \[policy' 'NCCL_P2P_LEVEL=SYS \[policy' 'NCCL_PROTO=LL \[policy' 'tensor-parallel 8' 'custom all-reduce False'; do
   grep -q "$want" "$work/play.txt" || { echo "playbook output lacks: $want"; cat "$work/play.txt"; exit 1; }
 done
 grep -q 'failed=0' "$work/play.txt"
-echo "gpu_topology playbook with the seed snapshot: SYS / LL / Ring, TP 8"
+echo "moeops.inference.gpu_topology with the seed snapshot: SYS / LL / Ring, TP 8"
