@@ -267,13 +267,44 @@ def _validator_messages(spec: Mapping[str, Any], values: Mapping[str, Any]) -> T
     return [str(m) for m in result.error_messages], dict(result.validated_parameters)
 
 
+# systemd splits a unit file into lines before it reads quotes, so one of these in any value that reaches a
+# unit, an env file, a path or an account starts a directive of the caller's choosing (ExecStartPre=...).
+LINE_BREAKERS = {"\n": "a newline (\\n)", "\r": "a carriage return (\\r)", "\0": "a NUL byte"}
+
+
+def line_safety_problems(name: str, value: Any) -> List[str]:
+    """Every string in `value` (a dict's keys and values, a list's items, at any depth) that holds a line
+    breaker, each named by its place under `name`: e.g. "vllm_service_nccl_overrides.NCCL_PROTO contains
+    a newline (\\n)". The value itself is not printed (it may be a secret, and it is the broken part)."""
+    if isinstance(value, str):
+        found = [what for char, what in LINE_BREAKERS.items() if char in value]
+        return ["%s contains %s: no value may span lines (systemd reads each line as a directive)"
+                % (name, " and ".join(found))] if found else []
+    problems: List[str] = []
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            where = "%s.%s" % (name, key)
+            if isinstance(key, str) and any(char in key for char in LINE_BREAKERS):
+                where = "%s key %r" % (name, key)
+                problems.extend(line_safety_problems(where, key))
+            problems.extend(line_safety_problems(where, item))
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            problems.extend(line_safety_problems("%s[%d]" % (name, index), item))
+    return problems
+
+
 def check_role_inputs(role: str, spec: Mapping[str, Any], values: Mapping[str, Any]) -> Result:
     """One role's inputs against its meta/argument_specs.yml options, plus what a spec cannot say:
-    `type: path` options are absolute (empty allowed where that is the default), ports in 1-65535,
-    NCCL overrides and environment values strings (null removes an override)."""
+    no string anywhere in a value spans lines (any option, whatever its type: the rule follows the spec,
+    so an option added later is covered too), `type: path` options are absolute (empty allowed where
+    that is the default), ports in 1-65535, NCCL overrides and environment values strings (null removes
+    an override)."""
     values = dict((k, v) for k, v in values.items() if k in spec)  # unknown names: check_unknown_variables
     messages, validated = _validator_messages(spec, values)
     problems = ["%s: %s" % (role, m) for m in messages]
+    for name in sorted(values):
+        problems.extend("%s: %s" % (role, p) for p in line_safety_problems(name, values[name]))
     for name, opt in sorted(spec.items()):
         if name not in values or values[name] is None:
             continue

@@ -46,10 +46,15 @@ print("ad-hoc gpu_facts: 8 GPUs, pcie_cross_numa, SYS, dump written")
 PY
 
 # 2. A second run with the same dump changes nothing.
-ansible localhost -c local -e ansible_python_interpreter="$py" -o \
-  -m moeops.inference.gpu_facts -a "backend=snapshot snapshot=$seed dump=$work/again.json" > "$work/second.txt" 2>/dev/null
-grep -q '| SUCCESS =>' "$work/second.txt" || { echo "second dump run reported a change:"; cat "$work/second.txt"; exit 1; }
-echo "ad-hoc gpu_facts: second dump unchanged"
+# (The json callback, not -o: ansible-core 2.21 deprecates -o for removal in 2.23.)
+ANSIBLE_LOAD_CALLBACK_PLUGINS=1 ANSIBLE_STDOUT_CALLBACK=ansible.posix.json \
+  ansible localhost -c local -e ansible_python_interpreter="$py" \
+  -m moeops.inference.gpu_facts -a "backend=snapshot snapshot=$seed dump=$work/again.json" > "$work/second.json"
+python3 -c "
+import json, sys
+r = json.load(open(sys.argv[1]))['plays'][0]['tasks'][0]['hosts']['localhost']
+assert r['changed'] is False and r['dump'] == sys.argv[2], r
+print('ad-hoc gpu_facts: second dump unchanged')" "$work/second.json" "$work/again.json"
 
 # 3. No GPU on this machine: auto reports count 0 and backend none, required fails by name.
 ANSIBLE_LOAD_CALLBACK_PLUGINS=1 ANSIBLE_STDOUT_CALLBACK=ansible.posix.json \

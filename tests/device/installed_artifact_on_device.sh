@@ -20,7 +20,7 @@ ansible-galaxy collection list --format json > "$OUT/collections.json"
 py=$(command -v python3)
 for b in nvml nvidia_smi; do
   t0=$EPOCHREALTIME
-  ansible localhost -c local -e ansible_python_interpreter="$py" -o \
+  ANSIBLE_STDOUT_CALLBACK=ansible.builtin.minimal ansible localhost -c local -e ansible_python_interpreter="$py" \
     -m moeops.inference.gpu_facts -a "backend=$b required=true" > "$OUT/$b.txt"
   echo "$b $(python3 -c "import sys; print(round(float(sys.argv[1]) - float(sys.argv[2]), 2))" "$EPOCHREALTIME" "$t0") s" | tee -a "$OUT/timings.txt"
 done

@@ -37,16 +37,22 @@ json.dump(snap, open(sys.argv[2], "w"), indent=1, sort_keys=True)
 PY
 podman cp "$work/rtxpro6000-x8-driver565.json" "$node:$fixdir/"
 
+# Everything a run could change, file by file; /var/lib/systemd (timer stamps) and the journal change on
+# their own, and /var/cache/vllm/uv is the host's uv cache mounted into every simulated node, which other
+# nodes (a molecule run beside this one) write into.
+listing() {
+  podman exec "$node" sh -c 'find /etc /opt /usr /var/lib /var/cache /srv -xdev \( -path /var/lib/systemd \
+         -o -path /var/cache/ldconfig -o -path /var/cache/vllm/uv \) -prune -o -printf "%p %y %s %m %u:%g %T@\n" 2>/dev/null | sort'
+}
 fingerprint() {
-  # Everything a run could change; /var/lib/systemd (timer stamps) and the journal change on their own.
+  listing | sha256sum
   podman exec "$node" sh -c '
-    find /etc /opt /usr /var/lib /var/cache /srv -xdev \( -path /var/lib/systemd -o -path /var/cache/ldconfig \) -prune \
-         -o -printf "%p %y %s %m %u:%g %T@\n" 2>/dev/null | sort | sha256sum
     dpkg-query -W -f "\${Package} \${Version} \${Status}\n" | sha256sum
     getent passwd | sha256sum; getent group | sha256sum
-    systemctl list-unit-files --no-legend | sha256sum
-    find /etc /opt /usr /var/lib /var/cache /srv -xdev \( -path /var/lib/systemd -o -path /var/cache/ldconfig \) -prune -o -printf . | wc -c'
+    systemctl list-unit-files --no-legend | sha256sum'
+  listing | wc -l
 }
+listing > "$work/before.list"
 fingerprint > "$work/before"
 echo "fingerprint before: $(head -c 16 "$work/before") ($(tail -n1 "$work/before") paths)"
 
@@ -86,6 +92,8 @@ echo "passed   minimax_m25.yml --tags preflight with a one-file profile: checks 
 
 fingerprint > "$work/after"
 if ! diff "$work/before" "$work/after"; then
+  listing > "$work/after.list"
+  diff "$work/before.list" "$work/after.list" | head -40
   echo "the node changed"; exit 1
 fi
 echo "fingerprint after:  $(head -c 16 "$work/after") (unchanged)"

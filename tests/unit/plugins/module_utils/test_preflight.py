@@ -261,3 +261,47 @@ def test_disk_not_checked_when_nothing_fetches_the_weights():
     report = run(check_disk=False, weights={"path": "/w", "present_bytes": 0, "free_bytes": GB})
     assert report["problems"] == []
     assert report["checked"]["weights"]["disk"].startswith("not checked: nothing fetches the weights")
+
+
+ROLES = sorted(os.listdir(os.path.join(ROOT, "roles")))
+ROLES = [r for r in ROLES if os.path.isfile(os.path.join(ROOT, "roles", r, "meta", "argument_specs.yml"))]
+
+
+def _line_breaking_values(opt, breaker):
+    """A value of the option's own type that carries `breaker` where the role would write it out, and
+    the place preflight must name (relative to the option); nothing for types a string cannot pass."""
+    kind = opt.get("type", "str")
+    text = "LL" + breaker + "ExecStartPre=/bin/sh -c id"
+    if kind in ("str", "path", "raw"):
+        return [(text if kind != "path" else "/opt/x" + breaker + "ExecStartPre=+/bin/id", "")]
+    if kind == "list":
+        return [(["ok", text], "[1]")]
+    if kind == "dict":
+        return [({"NCCL_PROTO": text}, ".NCCL_PROTO"), ({"KEY" + breaker + "X": "v"}, " key ")]
+    return []
+
+
+@pytest.mark.parametrize("breaker, what", [("\n", "a newline"), ("\r", "a carriage return"), ("\0", "a NUL byte")])
+def test_every_option_of_every_role_refuses_a_line_break(breaker, what):
+    """Generated from the argument specs: every option whose type can carry a string, of every role, is
+    refused by preflight when a string in it (a dict's key or value, a list's item) spans lines."""
+    covered = []
+    for role in ROLES:
+        options = spec(role)
+        for name, opt in sorted(options.items()):
+            for value, place in _line_breaking_values(opt, breaker):
+                report = pf.run_preflight({"role_specs": {role: options}, "role_values": {role: {name: value}}})
+                wanted = [p for p in report["problems"]
+                          if p.startswith("%s: %s%s" % (role, name, place)) and ("contains " + what) in p]
+                assert wanted, (role, name, value, report["problems"])
+                assert "ExecStartPre" not in " ".join(wanted)  # the value is never echoed
+                covered.append(name)
+    # Every role's string-carrying options (100 when this was written), not a handful.
+    assert len(set(covered)) >= 100, sorted(set(covered))
+
+
+def test_line_safety_names_the_place_and_keeps_clean_values():
+    assert pf.line_safety_problems("v", {"A": ["x", {"B": "y\r\nz"}], "C": "fine"}) == [
+        "v.A[1].B contains a newline (\\n) and a carriage return (\\r): no value may span lines "
+        "(systemd reads each line as a directive)"]
+    assert pf.line_safety_problems("v", {"A": "LL", "B": ["Ring", 8, None, True]}) == []
