@@ -45,14 +45,14 @@ IOMMU_TRANSLATED_TYPES = ("DMA", "DMA-FQ")
 
 PCI_EXT_CAP_START = 0x100
 PCI_CFG_SPACE_SIZE = 256
-PCI_CFG_SPACE_EXP_SIZE = 4096
 PCI_EXT_CAP_ID_ACS = 0x000D
-# The ACS Capability and ACS Control registers share this bit order (PCIe base spec, 7.7.11).
+# The ACS Capability and ACS Control registers share this bit order (the PCIe base spec's ACS Extended Capability).
 ACS_BITS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
 ACS_REDIRECT_BITS = ("ReqRedir", "CmpltRedir")
 
 LINK_FILES = ("current_link_width", "max_link_width", "current_link_speed", "max_link_speed")
 NVIDIA_VENDOR = "0x10de"
+IORESOURCE_MEM_64 = 0x00100000  # include/linux/ioport.h: the flag of a 64-bit BAR in sysfs resource
 MIB = 1 << 20
 
 _PCI_ADDRESS = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
@@ -371,29 +371,45 @@ def read_link(root: str, bus_id: str) -> Dict[str, Any]:
 
 # ------------------------------------------------------------------ BAR1 from sysfs
 
-def read_bar1_mib(root: str, bus_id: str) -> Dict[str, Any]:
-    """An NVIDIA GPU's BAR1 (the framebuffer aperture: region 1 in sysfs ``resource``) in MiB.
+def bar1_region(resource: str) -> Optional[Tuple[int, str]]:
+    """The region index and line of BAR1 in a sysfs ``resource`` text; None when there is no such line.
 
-    Only read for vendor 0x10de, where BAR0 is the register space and BAR1 the aperture.
+    BARs are counted, not regions: a 64-bit BAR takes two regions (its line carries
+    IORESOURCE_MEM_64, the next line is its upper half, all zeros).  So BAR1 is region 1 when BAR0
+    is 32-bit (RTX cards: 32-bit registers, 64-bit aperture) and region 2 when BAR0 is 64-bit (the
+    H200 capture in tests/fixtures/host/real/h200-x1-device: regions 0, 2 and 4).
+    """
+    lines = resource.splitlines()
+    if not lines:
+        return None
+    fields = lines[0].split()
+    flags = _int(fields[2]) if len(fields) >= 3 else None
+    index = 2 if flags is not None and flags & IORESOURCE_MEM_64 else 1
+    return (index, lines[index]) if index < len(lines) else None
+
+
+def read_bar1_mib(root: str, bus_id: str) -> Dict[str, Any]:
+    """An NVIDIA GPU's BAR1 (the framebuffer aperture, its second BAR) in MiB, from sysfs ``resource``.
+
+    Only read for vendor 0x10de: BAR0 is its register space, BAR1 the aperture (bar1_region).
     """
     missing = _Missing()
+    field = "bar1 (%s)" % bus_id
     base = _path(root, "sys", "bus", "pci", "devices", bus_id)
-    vendor = _read_text(root, os.path.join(base, "vendor"), "bar1 (%s)" % bus_id, missing)
-    if vendor is None:
+    vendor = _read_text(root, os.path.join(base, "vendor"), field, missing)
+    if vendor is not None and vendor.lower() != NVIDIA_VENDOR:
+        missing.add(field, "vendor %s is not NVIDIA: no BAR1 aperture to read" % vendor)
+    text = _read_text(root, os.path.join(base, "resource"), field, missing) if not missing.entries else None
+    if text is None:
         return {"bar1_mib": None, "unavailable": missing.entries}
-    if vendor.lower() != NVIDIA_VENDOR:
-        missing.add("bar1 (%s)" % bus_id, "vendor %s is not NVIDIA: no BAR1 aperture to read" % vendor)
+    region = bar1_region(text)
+    if region is None:
+        missing.add(field, "%s has no BAR1 line" % _shown(root, os.path.join(base, "resource")))
         return {"bar1_mib": None, "unavailable": missing.entries}
-    text = _read_text(root, os.path.join(base, "resource"), "bar1 (%s)" % bus_id, missing)
-    lines = (text or "").splitlines()
-    if text is not None and len(lines) < 2:
-        missing.add("bar1 (%s)" % bus_id, "%s has no region 1" % _shown(root, os.path.join(base, "resource")))
-    if len(lines) < 2:
-        return {"bar1_mib": None, "unavailable": missing.entries}
-    fields = lines[1].split()
+    fields = region[1].split()
     start, end = (_int(fields[0]), _int(fields[1])) if len(fields) >= 2 else (None, None)
     if not start or end is None or end <= start:
-        missing.add("bar1 (%s)" % bus_id, "region 1 is not assigned (%s)" % lines[1].strip())
+        missing.add(field, "BAR1 (region %d) is not assigned (%s)" % (region[0], region[1].strip()))
         return {"bar1_mib": None, "unavailable": missing.entries}
     return {"bar1_mib": (end - start + 1) // MIB, "unavailable": []}
 

@@ -19,8 +19,7 @@ import re
 from difflib import get_close_matches
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from ansible_collections.moeops.inference.plugins.module_utils import model_profile
+from ansible_collections.moeops.inference.plugins.module_utils import model_profile, role_inputs
 from ansible_collections.moeops.inference.plugins.module_utils.nccl_policy import p2p_level
 
 Result = Dict[str, List[str]]
@@ -262,71 +261,9 @@ def check_p2p(facts: Mapping[str, Any]) -> Result:
 
 # --- role inputs -----------------------------------------------------------------------------------
 
-def _validator_messages(spec: Mapping[str, Any], values: Mapping[str, Any]) -> Tuple[List[str], Dict[str, Any]]:
-    result = ArgumentSpecValidator(dict(spec)).validate(dict(values))
-    return [str(m) for m in result.error_messages], dict(result.validated_parameters)
-
-
-# systemd splits a unit file into lines before it reads quotes, so one of these in any value that reaches a
-# unit, an env file, a path or an account starts a directive of the caller's choosing (ExecStartPre=...).
-LINE_BREAKERS = {"\n": "a newline (\\n)", "\r": "a carriage return (\\r)", "\0": "a NUL byte"}
-
-
-def line_safety_problems(name: str, value: Any) -> List[str]:
-    """Every string in `value` (a dict's keys and values, a list's items, at any depth) that holds a line
-    breaker, each named by its place under `name`: e.g. "vllm_service_nccl_overrides.NCCL_PROTO contains
-    a newline (\\n)". The value itself is not printed (it may be a secret, and it is the broken part)."""
-    if isinstance(value, str):
-        found = [what for char, what in LINE_BREAKERS.items() if char in value]
-        return ["%s contains %s: no value may span lines (systemd reads each line as a directive)"
-                % (name, " and ".join(found))] if found else []
-    problems: List[str] = []
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            where = "%s.%s" % (name, key)
-            if isinstance(key, str) and any(char in key for char in LINE_BREAKERS):
-                where = "%s key %r" % (name, key)
-                problems.extend(line_safety_problems(where, key))
-            problems.extend(line_safety_problems(where, item))
-    elif isinstance(value, (list, tuple)):
-        for index, item in enumerate(value):
-            problems.extend(line_safety_problems("%s[%d]" % (name, index), item))
-    return problems
-
-
 def check_role_inputs(role: str, spec: Mapping[str, Any], values: Mapping[str, Any]) -> Result:
-    """One role's inputs against its meta/argument_specs.yml options, plus what a spec cannot say:
-    no string anywhere in a value spans lines (any option, whatever its type: the rule follows the spec,
-    so an option added later is covered too), `type: path` options are absolute (empty allowed where
-    that is the default), ports in 1-65535, NCCL overrides and environment values strings (null removes
-    an override)."""
-    values = dict((k, v) for k, v in values.items() if k in spec)  # unknown names: check_unknown_variables
-    messages, validated = _validator_messages(spec, values)
-    problems = ["%s: %s" % (role, m) for m in messages]
-    for name in sorted(values):
-        problems.extend("%s: %s" % (role, p) for p in line_safety_problems(name, values[name]))
-    for name, opt in sorted(spec.items()):
-        if name not in values or values[name] is None:
-            continue
-        value = validated.get(name, values[name])
-        kind = opt.get("type", "str")
-        if kind == "path" and isinstance(value, str):
-            if not (value.startswith("/") or (value == "" and opt.get("default") == "")):
-                problems.append("%s: %s must be an absolute path, got %r" % (role, name, values[name]))
-        if name.endswith("_port") and isinstance(value, int) and not 1 <= value <= 65535:
-            problems.append("%s: %s must be a TCP port in 1-65535, got %r" % (role, name, values[name]))
-        if name.endswith("_nccl_overrides") and isinstance(values[name], Mapping):
-            for var, val in sorted(values[name].items(), key=lambda kv: str(kv[0])):
-                if not isinstance(var, str) or not re.match(r"^[A-Z][A-Z0-9_]*$", var):
-                    problems.append("%s: %s key %r is not an environment variable name" % (role, name, var))
-                if val is not None and not isinstance(val, str):
-                    problems.append("%s: %s.%s must be a string (quote it in YAML: \"%s\") or null to remove it, got "
-                                    "%s %r" % (role, name, var, json.dumps(val).lower(), type(val).__name__, val))
-        if name.endswith("_environment") and isinstance(values[name], Mapping):
-            for var, val in sorted(values[name].items(), key=lambda kv: str(kv[0])):
-                if not isinstance(val, str):
-                    problems.append("%s: %s.%s must be a string, got %s %r" % (role, name, var, type(val).__name__, val))
-    return _result(problems)
+    """One role's inputs: its argument spec and every rule of role_inputs (the roles' input rules live there)."""
+    return _result(role_inputs.role_input_problems(role, spec, values))
 
 
 def check_unknown_variables(specs: Mapping[str, Mapping[str, Any]], names: Sequence[str],

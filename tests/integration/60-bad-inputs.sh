@@ -73,16 +73,18 @@ python3 "$here/cases.py" verify "$here/cases.yml" "$work/deploy.json" "$work/pre
 # Bad inputs from the command line (-e gives strings) to a thin playbook, without tags: refused.
 rc=0
 ansible-playbook -i "$inv" playbooks/glm5.yml -e moeops_hosts=moeops-badinputs -e vllm_service_port=99999 \
-  -e vllm_service_tensor_parallel_size=3 -e vllm_hf_home=cache/hf > "$work/cli.txt" 2>&1 || rc=$?
+  -e vllm_service_tensor_parallel_size=3 -e vllm_hf_home=cache/hf -e vllm_service_extra_args=--enforce-eager \
+  > "$work/cli.txt" 2>&1 || rc=$?
 [ "$rc" -eq 2 ] || { echo "-e run: exit $rc, expected 2"; tail -30 "$work/cli.txt"; exit 1; }
 for want in "vllm_service_port must be a TCP port in 1-65535, got '99999'" \
             "vllm_service_tensor_parallel_size 3 does not divide the model" \
             "vllm: vllm_hf_home must be an absolute path, got 'cache/hf'" \
-            "vllm_service: vllm_service_hf_home must be an absolute path, got 'cache/hf'"; do
+            "vllm_service: vllm_service_hf_home must be an absolute path, got 'cache/hf'" \
+            "vllm_service_extra_args must be a list, got the string '--enforce-eager'; from the command line pass JSON"; do
   grep -qF "$want" "$work/cli.txt" || { echo "-e run lacks: $want"; cat "$work/cli.txt"; exit 1; }
 done
 grep -q 'changed=0' "$work/cli.txt"
-echo "refused  -e vllm_service_port=99999 -e vllm_service_tensor_parallel_size=3 -e vllm_hf_home=cache/hf: all three named"
+echo "refused  -e vllm_service_port=99999 -e vllm_service_tensor_parallel_size=3 -e vllm_hf_home=cache/hf -e vllm_service_extra_args=--enforce-eager: all four named"
 
 # The preflight tag on a thin playbook runs the checks (and the roles' own input checks) only.
 ansible-playbook -i "$inv" playbooks/minimax_m25.yml --tags preflight -e moeops_hosts=moeops-badinputs \

@@ -11,6 +11,7 @@ import yaml
 
 from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology as topo
 from ansible_collections.moeops.inference.plugins.module_utils import preflight as pf
+from ansible_collections.moeops.inference.plugins.module_utils import role_inputs
 from conftest import load_json
 from conftest import shipped_profile as profile
 
@@ -207,7 +208,10 @@ def test_role_inputs_against_the_real_specs():
     assert "vllm_service_restart_sec" in text and "int" in text
     assert "vllm: vllm_venv must be an absolute path, got 'opt/vllm/venv'" in text
     assert "vllm_ca_bundle" not in text  # empty is its default
-    assert len(report["problems"]) == 7, report["problems"]
+    # A list given as a string (as -e gives it) would be split by the spec's conversion: refused, with the way out.
+    assert ("vllm: vllm_extra_packages must be a list, got the string 'vllm==1'; from the command line pass JSON: "
+            "-e '{\"vllm_extra_packages\": [\"...\"]}'") in text
+    assert len(report["problems"]) == 8, report["problems"]
 
 
 def test_unknown_role_variables_warn_with_a_suggestion():
@@ -301,7 +305,7 @@ def test_every_option_of_every_role_refuses_a_line_break(breaker, what):
 
 
 def test_line_safety_names_the_place_and_keeps_clean_values():
-    assert pf.line_safety_problems("v", {"A": ["x", {"B": "y\r\nz"}], "C": "fine"}) == [
+    assert role_inputs.line_safety_problems("v", {"A": ["x", {"B": "y\r\nz"}], "C": "fine"}) == [
         "v.A[1].B contains a newline (\\n) and a carriage return (\\r): no value may span lines "
         "(systemd reads each line as a directive)"]
-    assert pf.line_safety_problems("v", {"A": "LL", "B": ["Ring", 8, None, True]}) == []
+    assert role_inputs.line_safety_problems("v", {"A": "LL", "B": ["Ring", 8, None, True]}) == []

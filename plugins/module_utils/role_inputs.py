@@ -1,0 +1,279 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, moeops.inference contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The roles' input rules, in one place: what preflight applies to every role's variables before any
+role changes anything.
+
+Two kinds, applied to the value the role will really use (as Ansible templated it, not a converted copy):
+- generic rules, derived from each option's `meta/argument_specs.yml` entry, so that an option added later
+  is covered without anyone remembering: the spec's own type check, no line break in any string, strict
+  integers and booleans, lists and dicts not given as strings, paths absolute and normalised, TCP ports;
+- one semantic check per role (SEMANTIC_CHECKS) for what a spec cannot say: accounts that are not root,
+  ranges, hardening overrides limited to sandboxing directives, `vllm serve` arguments that have a
+  dedicated variable, secrets where a secret does not belong.
+Every message names the role, the variable (and the place in it), and what is allowed; never a secret.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from typing import Any, Callable, Dict, List, Mapping, Tuple
+
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+# systemd splits a unit file into lines before it reads quotes, so one of these in any value that reaches a
+# unit, an env file, a path or an account starts a directive of the caller's choosing (ExecStartPre=...).
+LINE_BREAKERS = {"\n": "a newline (\\n)", "\r": "a carriage return (\\r)", "\0": "a NUL byte"}
+# Debian's adduser NAME_REGEX (also what useradd accepts on Ubuntu), without the trailing $ of machine accounts.
+ACCOUNT_NAME = re.compile(r"^[a-z][-a-z0-9_]{0,31}$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+INTEGER = re.compile(r"^[+-]?[0-9]+$")
+# Names of environment variables that carry secrets: they belong in the root-only env file, through the
+# dedicated variables, never in a 0644 unit.
+SECRET_ENV_NAME = re.compile(r"(_TOKEN|_KEY|_SECRET)$|PASSWORD|^HF_TOKEN$|^VLLM_API_KEY$", re.IGNORECASE)
+SECRET_HINT = "set secrets with vllm_service_hf_token or vllm_service_api_key (they go to the root-only env file)"
+# systemd rejects a time span this long, and a number of seconds above it is not a timeout anyone means.
+SYSTEMD_MAX_SECONDS = 2 ** 32 // 1000  # about 49 days
+
+# `vllm serve` arguments the roles derive themselves: given again in extra args, argparse keeps the last
+# one and silently undoes the variable (--host 0.0.0.0 in extra args bound publicly without an API key).
+DEDICATED_ARGS = {
+    "--host": "vllm_service_host",
+    "--port": "vllm_service_port",
+    "--api-key": "vllm_service_api_key",
+    "--hf-token": "vllm_service_hf_token",
+    "--model": "the model profile's source (or vllm_service_model_path)",
+    "--served-model-name": "the model profile's served_name",
+    "--tensor-parallel-size": "vllm_service_tensor_parallel_size",
+    "-tp": "vllm_service_tensor_parallel_size",
+    "--pipeline-parallel-size": "vllm_service_pipeline_parallel_size",
+    "-pp": "vllm_service_pipeline_parallel_size",
+    "--max-model-len": "vllm_service_max_model_len",
+    "--gpu-memory-utilization": "vllm_service_gpu_memory_utilization",
+    "--distributed-executor-backend": "vllm_service_ray_address (Ray) or nothing (one host)",
+    "--download-dir": "vllm_service_hf_home",
+    "--shutdown-timeout": "the role's unit (it sizes TimeoutStopSec from it)",
+}
+
+# The directives vllm_service_hardening_overrides may set: systemd.exec(5)'s sandboxing and resource
+# directives. User, Group, Exec*, Environment* and unknown names are refused: an override is there to
+# loosen or tighten the sandbox, never to change who runs what.
+HARDENING_DIRECTIVES = frozenset("""
+AmbientCapabilities CacheDirectory CapabilityBoundingSet ConfigurationDirectory DeviceAllow DevicePolicy
+InaccessiblePaths IPAddressAllow IPAddressDeny KeyringMode LimitCORE LimitMEMLOCK LimitNOFILE LimitNPROC
+LockPersonality LogsDirectory MemoryDenyWriteExecute NoExecPaths NoNewPrivileges PrivateDevices PrivateIPC
+PrivateMounts PrivateNetwork PrivateTmp PrivateUsers ProcSubset ProtectClock ProtectControlGroups ProtectHome
+ProtectHostname ProtectKernelLogs ProtectKernelModules ProtectKernelTunables ProtectProc ProtectSystem
+ReadOnlyPaths ReadWritePaths RemoveIPC RestrictAddressFamilies RestrictFileSystems RestrictNamespaces
+RestrictRealtime RestrictSUIDSGID RuntimeDirectory StateDirectory SystemCallArchitectures SystemCallErrorNumber
+SystemCallFilter TemporaryFileSystem UMask
+""".split())
+
+Problems = List[str]
+
+
+# --- generic rules, from the argument specs -----------------------------------------------------------
+
+def line_safety_problems(name: str, value: Any) -> Problems:
+    """Every string in `value` (a dict's keys and values, a list's items, at any depth) that holds a line
+    breaker, each named by its place under `name`: e.g. "vllm_service_nccl_overrides.NCCL_PROTO contains
+    a newline (\\n)". The value itself is not printed (it may be a secret, and it is the broken part)."""
+    if isinstance(value, str):
+        found = [what for char, what in LINE_BREAKERS.items() if char in value]
+        return ["%s contains %s: no value may span lines (systemd reads each line as a directive)"
+                % (name, " and ".join(found))] if found else []
+    problems: Problems = []
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            where = "%s.%s" % (name, key)
+            if isinstance(key, str) and any(char in key for char in LINE_BREAKERS):
+                where = "%s key %r" % (name, key)
+                problems.extend(line_safety_problems(where, key))
+            problems.extend(line_safety_problems(where, item))
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            problems.extend(line_safety_problems("%s[%d]" % (name, index), item))
+    return problems
+
+
+def _shown(value: Any) -> str:
+    return json.dumps(value) if isinstance(value, (bool, type(None))) else repr(value)
+
+
+def _type_problems(name: str, opt: Mapping[str, Any], raw: Any) -> Problems:
+    """What the spec's own conversion would let through, or turn into something else: a boolean taken as
+    1, `1e4` as a number, a string split into characters, a relative or `~` path made absolute."""
+    kind = opt.get("type", "str")
+    if kind in ("int", "float") and isinstance(raw, bool):
+        return ["%s must be a number, got the boolean %s" % (name, _shown(raw))]
+    if kind == "int" and isinstance(raw, str) and not INTEGER.match(raw.strip()):
+        return ["%s must be a whole number, got %r" % (name, raw)]
+    if kind == "int" and isinstance(raw, float) and not raw.is_integer():
+        return ["%s must be a whole number, got %r" % (name, raw)]
+    if kind == "bool" and not isinstance(raw, bool) and str(raw).lower() not in ("true", "false", "yes", "no"):
+        return ["%s must be true or false, got %r" % (name, raw)]
+    if kind in ("list", "dict") and isinstance(raw, str):
+        example = '["..."]' if kind == "list" else '{"KEY": "value"}'
+        return ["%s must be a %s, got the string %r; from the command line pass JSON: -e '{\"%s\": %s}'"
+                % (name, kind, raw, name, example)]
+    if kind == "path" and isinstance(raw, str) and not (raw == "" and opt.get("default") == ""):
+        if not raw.startswith("/"):
+            return ["%s must be an absolute path, got %r" % (name, raw)]
+        bare = raw.rstrip("/") or "/"  # a trailing slash names the same directory
+        if posixpath.normpath(bare) != bare or bare.startswith("//"):
+            return ["%s must be a normalised absolute path (no '..', '.' or '//'), got %r; use %r"
+                    % (name, raw, posixpath.normpath(bare))]
+    if name.endswith("_port") and kind == "int" and not isinstance(raw, bool):
+        try:
+            port = int(str(raw).strip())
+        except ValueError:
+            return []  # the spec's conversion names it
+        if not 1 <= port <= 65535:
+            return ["%s must be a TCP port in 1-65535, got %r" % (name, raw)]
+    return []
+
+
+def generic_problems(spec: Mapping[str, Any], values: Mapping[str, Any]) -> Tuple[Problems, Dict[str, Any]]:
+    """The spec's own validation plus the rules above, for the options set in `values`; and the
+    validated values (the spec's conversions applied) for the semantic checks."""
+    result = ArgumentSpecValidator(dict(spec)).validate(dict(values))
+    problems = [str(m) for m in result.error_messages]
+    for name in sorted(values):
+        raw = values[name]
+        problems.extend(line_safety_problems(name, raw))
+        named = any("'%s'" % name in m or " %s " % name in m for m in result.error_messages)
+        if raw is not None and not named:  # one message per mistake: the spec's own, when it has one
+            problems.extend(_type_problems(name, spec[name], raw))
+    return problems, dict(result.validated_parameters)
+
+
+# --- semantic checks, one per role ----------------------------------------------------------------
+
+def _account(name: str, value: Any) -> Problems:
+    if not isinstance(value, str):
+        return []
+    if value in ("root", "0") or not ACCOUNT_NAME.match(value):
+        return ["%s must be an unprivileged account name (lower case, starting with a letter, as adduser allows; "
+                "not root), got %r" % (name, value)]
+    return []
+
+
+def _number_in(name: str, value: Any, low: float, high: float, low_open: bool = True, what: str = "") -> Problems:
+    if value is None or isinstance(value, bool):
+        return []
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return []  # the spec's conversion names it
+    if (number <= low if low_open else number < low) or number > high:
+        return ["%s must be %s, got %r" % (name, what, value)]
+    return []
+
+
+def _env_mapping(name: str, value: Any, allow_null: bool) -> Problems:
+    """Keys are environment variable names, values strings (null removes an override where allowed), and
+    no secret rides in a 0644 unit."""
+    if not isinstance(value, Mapping):
+        return []
+    problems: Problems = []
+    for var, val in sorted(value.items(), key=lambda kv: str(kv[0])):
+        if not isinstance(var, str) or not ENV_NAME.match(var):
+            problems.append("%s key %r is not an environment variable name" % (name, var))
+            continue
+        if SECRET_ENV_NAME.search(var):
+            problems.append("%s.%s looks like a secret and would be written to the world-readable unit: %s"
+                            % (name, var, SECRET_HINT))
+        if val is None and allow_null:
+            continue
+        if not isinstance(val, str):
+            problems.append("%s.%s must be a string (quote it in YAML: \"%s\")%s, got %s %r"
+                            % (name, var, json.dumps(val).lower(), " or null to remove it" if allow_null else "",
+                               type(val).__name__, val))
+    return problems
+
+
+def _extra_args(name: str, value: Any) -> Problems:
+    if not isinstance(value, list):
+        return []
+    problems: Problems = []
+    for index, arg in enumerate(value):
+        if not isinstance(arg, str):
+            problems.append("%s[%d] must be a string, got %s %r" % (name, index, type(arg).__name__, arg))
+            continue
+        flag = arg.split("=", 1)[0]
+        if flag in DEDICATED_ARGS:
+            problems.append("%s[%d] %s: set %s instead (given here, it would silently override the role's own "
+                            "value)%s" % (name, index, flag, DEDICATED_ARGS[flag],
+                                          "; the value is not shown" if flag in ("--api-key", "--hf-token") else ""))
+    return problems
+
+
+def _hardening_overrides(name: str, value: Any) -> Problems:
+    if not isinstance(value, Mapping):
+        return []
+    return ["%s.%s is not a sandboxing directive this variable may set (allowed: systemd.exec sandboxing and "
+            "resource directives, docs/role-variables.md); User, Group, Exec*, Environment* and others are refused"
+            % (name, key) for key in sorted(value, key=str) if key not in HARDENING_DIRECTIVES]
+
+
+def _check_vllm_service(v: Mapping[str, Any]) -> Problems:
+    return (_account("vllm_service_user", v.get("vllm_service_user"))
+            + _account("vllm_service_group", v.get("vllm_service_group"))
+            + _number_in("vllm_service_gpu_memory_utilization", v.get("vllm_service_gpu_memory_utilization"), 0, 1,
+                         what="above 0 and at most 1 (null takes the profile's)")
+            + _number_in("vllm_service_max_model_len", v.get("vllm_service_max_model_len"), 0, 2 ** 31,
+                         what="a positive number of tokens (null takes the profile's)")
+            + _number_in("vllm_service_health_timeout", v.get("vllm_service_health_timeout"), 0, SYSTEMD_MAX_SECONDS,
+                         what="a positive number of seconds below %d (null sizes it from the weights)"
+                         % SYSTEMD_MAX_SECONDS)
+            + _number_in("vllm_service_restart_sec", v.get("vllm_service_restart_sec"), 0, SYSTEMD_MAX_SECONDS,
+                         low_open=False, what="0 or more seconds, below %d" % SYSTEMD_MAX_SECONDS)
+            + _number_in("vllm_service_tensor_parallel_size", v.get("vllm_service_tensor_parallel_size"), 0, 1024,
+                         what="a positive number of GPUs (null takes the policy's)")
+            + _env_mapping("vllm_service_nccl_overrides", v.get("vllm_service_nccl_overrides"), allow_null=True)
+            + _env_mapping("vllm_service_environment", v.get("vllm_service_environment"), allow_null=False)
+            + _extra_args("vllm_service_extra_args", v.get("vllm_service_extra_args"))
+            + _hardening_overrides("vllm_service_hardening_overrides", v.get("vllm_service_hardening_overrides")))
+
+
+def _check_vllm(v: Mapping[str, Any]) -> Problems:
+    return _account("vllm_user", v.get("vllm_user")) + _account("vllm_group", v.get("vllm_group"))
+
+
+def _check_model_weights(v: Mapping[str, Any]) -> Problems:
+    return (_account("model_weights_user", v.get("model_weights_user"))
+            + _account("model_weights_group", v.get("model_weights_group")))
+
+
+def _check_nvidia_persistenced(v: Mapping[str, Any]) -> Problems:
+    return _account("nvidia_persistenced_user", v.get("nvidia_persistenced_user"))
+
+
+def _check_ray_cluster(v: Mapping[str, Any]) -> Problems:
+    return (_account("ray_cluster_user", v.get("ray_cluster_user"))
+            + _account("ray_cluster_user_group", v.get("ray_cluster_user_group"))
+            + _env_mapping("ray_cluster_nccl_overrides", v.get("ray_cluster_nccl_overrides"), allow_null=True)
+            + _env_mapping("ray_cluster_environment", v.get("ray_cluster_environment"), allow_null=False))
+
+
+SEMANTIC_CHECKS: Dict[str, Callable[[Mapping[str, Any]], Problems]] = {
+    "vllm_service": _check_vllm_service,
+    "vllm": _check_vllm,
+    "model_weights": _check_model_weights,
+    "nvidia_persistenced": _check_nvidia_persistenced,
+    "ray_cluster": _check_ray_cluster,
+}
+
+
+def role_input_problems(role: str, spec: Mapping[str, Any], values: Mapping[str, Any]) -> Problems:
+    """Every problem with one role's inputs (only the options of its spec; unknown names are preflight's
+    typo warning), each prefixed with the role's name."""
+    values = {k: v for k, v in values.items() if k in spec}
+    problems, validated = generic_problems(spec, values)
+    semantic = SEMANTIC_CHECKS.get(role)
+    if semantic is not None:
+        # The raw value where it is set (what the role uses), never the spec's conversion of it.
+        problems.extend(semantic({k: values.get(k, validated.get(k)) for k in values}))
+    return ["%s: %s" % (role, p) for p in dict.fromkeys(problems)]

@@ -1,0 +1,144 @@
+# -*- coding: utf-8 -*-
+"""The roles' input rules (plugins/module_utils/role_inputs.py), against the roles' real argument specs."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import yaml
+
+from ansible_collections.moeops.inference.plugins.module_utils import role_inputs as ri
+from conftest import shipped_profile
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..")
+
+
+def spec(role):
+    with open(os.path.join(ROOT, "roles", role, "meta", "argument_specs.yml")) as f:
+        return yaml.safe_load(f)["argument_specs"]["main"]["options"]
+
+
+def problems(role, **values):
+    if role == "vllm_service":  # its one required option
+        values.setdefault("vllm_service_model", shipped_profile("kimi_k25"))
+    return ri.role_input_problems(role, spec(role), values)
+
+
+@pytest.mark.parametrize("role, name, value", [
+    ("vllm_service", "vllm_service_user", "root"),
+    ("vllm_service", "vllm_service_user", ""),
+    ("vllm_service", "vllm_service_group", "root"),
+    ("vllm", "vllm_user", "root"),
+    ("vllm", "vllm_user", "Vllm"),
+    ("vllm", "vllm_group", "0"),
+    ("model_weights", "model_weights_user", "root"),
+    ("nvidia_persistenced", "nvidia_persistenced_user", "root"),
+    ("ray_cluster", "ray_cluster_user", "root"),
+])
+def test_accounts_are_unprivileged_names(role, name, value):
+    assert problems(role, **{name: value}) == [
+        "%s: %s must be an unprivileged account name (lower case, starting with a letter, as adduser allows; "
+        "not root), got %r" % (role, name, value)]
+
+
+def test_a_normal_account_passes():
+    assert problems("vllm", vllm_user="vllm", vllm_group="vllm") == []
+    assert problems("nvidia_persistenced", nvidia_persistenced_user="nvidia-persistenced") == []
+
+
+@pytest.mark.parametrize("directive", ["User", "Group", "ExecStartPre", "ExecStart", "Environment", "EnvironmentFile",
+                                       "NotADirective"])
+def test_hardening_overrides_take_sandboxing_directives_only(directive):
+    got = problems("vllm_service", vllm_service_hardening_overrides={directive: "root", "ProtectHome": False})
+    assert got == ["vllm_service: vllm_service_hardening_overrides.%s is not a sandboxing directive this variable may "
+                   "set (allowed: systemd.exec sandboxing and resource directives, docs/role-variables.md); User, "
+                   "Group, Exec*, Environment* and others are refused" % directive]
+
+
+def test_every_default_hardening_directive_may_be_overridden():
+    with open(os.path.join(ROOT, "roles", "vllm_service", "defaults", "main.yml")) as f:
+        defaults = yaml.safe_load(f)["vllm_service_hardening"]
+    assert problems("vllm_service", vllm_service_hardening_overrides=dict.fromkeys(defaults)) == []
+
+
+@pytest.mark.parametrize("args, flag, variable", [
+    (["--host", "0.0.0.0"], "--host", "vllm_service_host"),
+    (["--enforce-eager", "--port=9000"], "--port", "vllm_service_port"),
+    (["--tensor-parallel-size", "4"], "--tensor-parallel-size", "vllm_service_tensor_parallel_size"),
+    (["-tp", "4"], "-tp", "vllm_service_tensor_parallel_size"),
+    (["--model", "/srv/other"], "--model", "the model profile's source (or vllm_service_model_path)"),
+])
+def test_extra_args_that_have_a_variable_are_refused(args, flag, variable):
+    index = [a.split("=")[0] for a in args].index(flag)
+    got = problems("vllm_service", vllm_service_extra_args=args)
+    assert got == ["vllm_service: vllm_service_extra_args[%d] %s: set %s instead (given here, it would silently "
+                   "override the role's own value)" % (index, flag, variable)]
+
+
+def test_a_secret_in_extra_args_is_refused_without_showing_it():
+    got = problems("vllm_service", vllm_service_extra_args=["--api-key=sk-verysecret", "--hf-token", "hf_abc"])
+    assert len(got) == 2 and all("the value is not shown" in p for p in got)
+    assert "verysecret" not in " ".join(got) and "hf_abc" not in " ".join(got)
+    assert problems("vllm_service", vllm_service_extra_args=["--enforce-eager", "--enable-prefix-caching"]) == []
+
+
+@pytest.mark.parametrize("role, name, var", [
+    ("vllm_service", "vllm_service_environment", "HF_TOKEN"),
+    ("vllm_service", "vllm_service_environment", "OPENAI_API_KEY"),
+    ("vllm_service", "vllm_service_environment", "WANDB_SECRET"),
+    ("vllm_service", "vllm_service_environment", "DB_PASSWORD_FILE"),
+    ("ray_cluster", "ray_cluster_environment", "AWS_SECRET_ACCESS_KEY"),
+])
+def test_secret_named_environment_is_refused(role, name, var):
+    assert problems(role, **{name: {var: "x"}}) == [
+        "%s: %s.%s looks like a secret and would be written to the world-readable unit: set secrets with "
+        "vllm_service_hf_token or vllm_service_api_key (they go to the root-only env file)" % (role, name, var)]
+
+
+def test_ordinary_environment_passes():
+    assert problems("vllm_service", vllm_service_environment={"NCCL_DEBUG": "INFO", "http_proxy": "http://p:3128"}) == []
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("vllm_service_port", True, "vllm_service_port must be a number, got the boolean true"),
+    ("vllm_service_port", "1e4", "vllm_service_port"),
+    ("vllm_service_port", "99999", "vllm_service_port must be a TCP port in 1-65535, got '99999'"),
+    ("vllm_service_extra_args", "--enforce-eager",
+     "vllm_service_extra_args must be a list, got the string '--enforce-eager'; from the command line pass JSON: "
+     "-e '{\"vllm_service_extra_args\": [\"...\"]}'"),
+    ("vllm_service_nccl_overrides", "NCCL_PROTO=LL", "vllm_service_nccl_overrides must be a dict, got the string"),
+    ("vllm_service_hf_home", "~/hf", "vllm_service_hf_home must be an absolute path, got '~/hf'"),
+    ("vllm_service_hf_home", "/var/cache/../hf/",
+     "vllm_service_hf_home must be a normalised absolute path (no '..', '.' or '//'), got "
+     "'/var/cache/../hf/'; use '/var/hf'"),
+    ("vllm_service_hf_home", "/var//hf", "got '/var//hf'; use '/var/hf'"),
+    ("vllm_service_gpu_memory_utilization", 0, "vllm_service_gpu_memory_utilization must be above 0 and at most 1"),
+    ("vllm_service_gpu_memory_utilization", 1.5, "got 1.5"),
+    ("vllm_service_gpu_memory_utilization", -0.5, "got -0.5"),
+    ("vllm_service_max_model_len", 0, "vllm_service_max_model_len must be a positive number of tokens"),
+    ("vllm_service_restart_sec", -5, "vllm_service_restart_sec must be 0 or more seconds"),
+    ("vllm_service_health_timeout", 10 ** 15, "vllm_service_health_timeout must be a positive number of seconds below"),
+    ("vllm_service_health_timeout", 0, "vllm_service_health_timeout must be a positive number of seconds below"),
+])
+def test_values_the_role_would_convert_or_drop_are_refused(name, value, message):
+    got = problems("vllm_service", **{name: value})
+    assert len(got) == 1 and message in got[0], got
+
+
+@pytest.mark.parametrize("name, value", [
+    ("vllm_service_port", 8000), ("vllm_service_port", "8000"), ("vllm_service_gpu_memory_utilization", 1),
+    ("vllm_service_gpu_memory_utilization", "0.9"), ("vllm_service_restart_sec", 0), ("vllm_service_health_timeout", None),
+    ("vllm_service_hf_home", "/var/cache/vllm/huggingface"), ("vllm_service_hf_home", "/var/cache/vllm/"),
+    ("vllm_service_extra_args", []),
+    ("vllm_service_nccl_overrides", {"NCCL_PROTO": None}),
+])
+def test_good_values_pass(name, value):
+    assert problems("vllm_service", **{name: value}) == []
+
+
+def test_the_documented_hardening_directives_are_the_accepted_ones():
+    described = " ".join(spec("vllm_service")["vllm_service_hardening_overrides"]["description"])
+    listed = described.split("namely ", 1)[1]
+    assert sorted(n.strip(" .") for n in listed.replace("C(", "").replace(")", "").split(",")) == sorted(
+        ri.HARDENING_DIRECTIVES)
