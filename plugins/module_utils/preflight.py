@@ -348,8 +348,11 @@ def run_preflight(inputs: Mapping[str, Any]) -> Dict[str, Any]:
             pass  # the role-input check names it
         checked["tensor_parallel_size"] = tp
         _merge(out, check_tensor_parallel(tp, count, dims, profile))
-        gmu = _number(inputs.get("gpu_memory_utilization")) or float(profile["gpu_memory_utilization"])
-        if isinstance(tp, int) and not isinstance(tp, bool):
+        given = inputs.get("gpu_memory_utilization")
+        gmu = float(profile["gpu_memory_utilization"]) if given is None else _number(given)
+        # An utilisation or size out of range is the role-input check's problem (it names the variable); the
+        # memory advice computed from it would only mislead ("use at least -8 GPUs").
+        if isinstance(tp, int) and not isinstance(tp, bool) and tp >= 1 and gmu is not None and 0 < gmu <= 1:
             _merge(out, check_memory(facts, tp, gmu, float(profile["min_gpu_memory_gb"]), name,
                                      lambda n: tensor_parallel_refusals(n, dims, profile)))
         _merge(out, check_compute_capability(facts, profile.get("min_compute_capability"), name))

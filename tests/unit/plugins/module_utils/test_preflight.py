@@ -309,3 +309,14 @@ def test_line_safety_names_the_place_and_keeps_clean_values():
         "v.A[1].B contains a newline (\\n) and a carriage return (\\r): no value may span lines "
         "(systemd reads each line as a directive)"]
     assert role_inputs.line_safety_problems("v", {"A": "LL", "B": ["Ring", 8, None, True]}) == []
+
+
+@pytest.mark.parametrize("gmu", [-0.5, 0, 1.5])
+def test_utilisation_out_of_range_is_named_once_without_memory_advice(gmu):
+    specs = {"vllm_service": spec("vllm_service")}
+    report = run(gpu_memory_utilization=gmu, role_specs=specs,
+                 role_values={"vllm_service": {"vllm_service_gpu_memory_utilization": gmu,
+                                               "vllm_service_model": profile("kimi_k25")}})
+    assert report["problems"] == [
+        "vllm_service: vllm_service_gpu_memory_utilization must be above 0 and at most 1 (null takes the profile's), "
+        "got %r" % gmu], report["problems"]
