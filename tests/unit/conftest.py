@@ -9,12 +9,21 @@ import pytest
 import yaml
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "gpu")
-MODELS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "playbooks", "models")
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MODELS = os.path.join(REPO, "playbooks", "models")
+# The roles that have argument specs, sorted.
+SPEC_ROLES = sorted(p.split(os.sep)[-3] for p in glob.glob(os.path.join(REPO, "roles", "*", "meta", "argument_specs.yml")))
 
 
 def load_json(*parts):
     with open(os.path.join(FIXTURES, *parts)) as f:
         return json.load(f)
+
+
+def role_spec(role):
+    """The options of a role's main entry point, from its meta/argument_specs.yml."""
+    with open(os.path.join(REPO, "roles", role, "meta", "argument_specs.yml")) as f:
+        return yaml.safe_load(f)["argument_specs"]["main"]["options"]
 
 
 def shipped_profile(name):

@@ -7,12 +7,13 @@ import copy
 import os
 
 import pytest
-import yaml
 
 from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology as topo
 from ansible_collections.moeops.inference.plugins.module_utils import preflight as pf
 from ansible_collections.moeops.inference.plugins.module_utils import role_inputs
+from conftest import SPEC_ROLES as ROLES
 from conftest import load_json
+from conftest import role_spec as spec
 from conftest import shipped_profile as profile
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..")
@@ -21,11 +22,6 @@ GB = 10 ** 9
 
 def facts(name):
     return topo.from_snapshot(load_json("constructed", name + ".json"), name)
-
-
-def spec(role):
-    with open(os.path.join(ROOT, "roles", role, "meta", "argument_specs.yml")) as f:
-        return yaml.safe_load(f)["argument_specs"]["main"]["options"]
 
 
 DEBIAN12 = {"distribution": "Debian", "version": "12.8", "major_version": "12", "os_family": "Debian"}
@@ -265,10 +261,6 @@ def test_disk_not_checked_when_nothing_fetches_the_weights():
     report = run(check_disk=False, weights={"path": "/w", "present_bytes": 0, "free_bytes": GB})
     assert report["problems"] == []
     assert report["checked"]["weights"]["disk"].startswith("not checked: nothing fetches the weights")
-
-
-ROLES = sorted(os.listdir(os.path.join(ROOT, "roles")))
-ROLES = [r for r in ROLES if os.path.isfile(os.path.join(ROOT, "roles", r, "meta", "argument_specs.yml"))]
 
 
 def _line_breaking_values(opt, breaker):

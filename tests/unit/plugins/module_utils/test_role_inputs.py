@@ -9,14 +9,10 @@ import pytest
 import yaml
 
 from ansible_collections.moeops.inference.plugins.module_utils import role_inputs as ri
+from conftest import role_spec as spec
 from conftest import shipped_profile
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..")
-
-
-def spec(role):
-    with open(os.path.join(ROOT, "roles", role, "meta", "argument_specs.yml")) as f:
-        return yaml.safe_load(f)["argument_specs"]["main"]["options"]
 
 
 def problems(role, **values):
