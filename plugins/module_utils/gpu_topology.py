@@ -6,7 +6,7 @@
 Everything here is pure: readers take the library (pynvml) or the command
 outputs as arguments, so the same code runs against a real driver, a replayed
 capture, or a snapshot file.  The fact layout is documented in
-docs/snapshot-format.md and versioned by SCHEMA_VERSION.
+docs/dev/snapshot-format.md and versioned by SCHEMA_VERSION.
 """
 
 from __future__ import annotations
@@ -169,6 +169,12 @@ def build_facts(
     }
     facts.update(extra or {})
     return facts
+
+
+def from_hardware(facts: Dict[str, Any]) -> bool:
+    """Whether these facts are GPUs read from this host's hardware (not replayed, not none): the one rule
+    every role uses to decide, for example, whether vLLM may be started."""
+    return facts.get("backend") in ("nvml", "nvidia_smi") and int(facts.get("count") or 0) > 0
 
 
 def no_gpu_facts(reason: str) -> Dict[str, Any]:

@@ -8,11 +8,20 @@ the model dimensions (config.json first, the profile as fallback) and the
 Pure functions over plain data, shared by the `vllm_serve_args` filter (the
 vllm_service role) and the preflight checks.  docs/model-profiles.md documents
 the schema for people writing a profile.
+
+The collection ships profiles as `profiles/<name>.yml`, each file the profile
+mapping itself.  For the `moeops.inference.model_profile` lookup, `profile_path`
+turns a name or an absolute path into a file, `load_profile_text` turns a file's
+text into a checked profile, `known_profiles` lists the shipped names and
+`load_profile` does all of it (the only function here that reads a file); each
+raises ProfileError with a message for the user.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 # vLLM's --kv-cache-dtype choices (vllm/config/cache.py CacheDType) that a profile may ask for.
@@ -84,13 +93,14 @@ def _cc_tuple(cc: Any) -> Optional[Tuple[int, int]]:
         return None
 
 
-def validate_profile(profile: Any, var: str = "vllm_service_model") -> List[str]:
+def validate_profile(profile: Any, var: str = "vllm_service_profile") -> List[str]:
     """Every problem with a profile, each message naming `var.key`; [] when it is sound."""
     if not isinstance(profile, Mapping) or not profile:
-        return ["%s: expected a model profile (a mapping loaded from playbooks/models/<model>.yml), got %s"
+        return ["%s: expected a model profile (a mapping, such as the moeops.inference.model_profile lookup "
+                "returns), got %s"
                 % (var, "an empty mapping" if isinstance(profile, Mapping) else type(profile).__name__)]
     problems: List[str] = []
-    for key in sorted(set(profile) - set(PROFILE_KEYS)):
+    for key in sorted(set(profile) - set(PROFILE_KEYS), key=str):  # key=str: YAML allows keys such as 1 or true
         problems.append("%s.%s: not a profile key (known keys: %s); see docs/model-profiles.md"
                         % (var, key, ", ".join(sorted(PROFILE_KEYS))))
     for key, (types, required, what) in PROFILE_KEYS.items():
@@ -149,6 +159,123 @@ def validate_profile(profile: Any, var: str = "vllm_service_model") -> List[str]
             problems.append("%s.kv_cache_dtype: %r is not one of vLLM's %s"
                             % (where, constraint["kv_cache_dtype"], ", ".join(KV_CACHE_DTYPES)))
     return problems
+
+
+# The variable that names a profile in the roles; every loading error starts with it.
+PROFILE_VAR = "vllm_service_profile"
+# A shipped profile's name: the base name of profiles/<name>.yml.
+PROFILE_NAME = re.compile(r"^[a-z0-9_]+$")
+# The wrapper key of the profile files of old (playbooks/models/<model>.yml, loaded with include_vars).
+_OLD_WRAPPER = "vllm_model_profile"
+
+
+class ProfileError(ValueError):
+    """A profile that cannot be found, read or used; the message starts with the variable that named it."""
+
+
+def known_profiles(profiles_dir: str) -> List[str]:
+    """The names of the profiles shipped in `profiles_dir` (<name>.yml files), sorted; [] without the directory."""
+    try:
+        entries = os.listdir(profiles_dir)
+    except OSError:
+        return []
+    return sorted(entry[:-4] for entry in entries
+                  if entry.endswith(".yml") and PROFILE_NAME.match(entry[:-4])
+                  and os.path.isfile(os.path.join(profiles_dir, entry)))
+
+
+def _short(data: Any, limit: int = 60) -> str:
+    text = repr(data)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _kind(value: Any) -> str:
+    """What a value is, in YAML's words, with an article; Ansible's tagged and lazy subclasses of the builtin
+    types (_AnsibleTaggedInt, _AnsibleLazyTemplateList, ...) read as their base type."""
+    for types, kind in ((bool, "a boolean"), (int, "an integer"), (float, "a float"), (str, "a string"),
+                        (Mapping, "a mapping"), ((list, tuple), "a list")):
+        if isinstance(value, types):
+            return kind
+    return "a %s" % type(value).__name__
+
+
+def _got(value: Any) -> str:
+    return "null" if value is None else "%s (%s)" % (_kind(value), _short(value))
+
+
+def _accepted(profiles_dir: str) -> str:
+    known = known_profiles(profiles_dir)
+    return ("the name of a profile shipped with the collection (%s) or the absolute path of a profile file on "
+            "the controller" % (", ".join(known) if known else "none found in %s" % profiles_dir))
+
+
+def profile_path(value: Any, profiles_dir: str, var: str = PROFILE_VAR) -> str:
+    """The file a profile name or absolute path stands for.
+
+    A name (lower case letters, digits and _) is `<profiles_dir>/<name>.yml` and must exist there; an absolute
+    path is returned as it is (load_profile reports a missing file).  Anything else raises ProfileError.
+    """
+    if not isinstance(value, str):
+        raise ProfileError("%s: expected %s, got %s" % (var, _accepted(profiles_dir), _got(value)))
+    if os.path.isabs(value):
+        return value
+    if PROFILE_NAME.match(value):
+        path = os.path.join(profiles_dir, value + ".yml")
+        if os.path.isfile(path):
+            return path
+        known = known_profiles(profiles_dir)
+        raise ProfileError("%s: unknown model profile %r; known profiles: %s; the absolute path of a profile file "
+                           "on the controller works too" % (var, value, ", ".join(known) if known else "none"))
+    raise ProfileError("%s: %r is not a profile name or an absolute path; expected %s (a relative path is not "
+                       "accepted: write it as an absolute path)" % (var, value, _accepted(profiles_dir)))
+
+
+def load_profile_text(text: str, origin: str, var: str = PROFILE_VAR) -> Dict[str, Any]:
+    """The profile in a file's text (`origin` names the file in messages): YAML holding one mapping that
+    validate_profile accepts.  Values are plain data, never templates."""
+    import yaml  # PyYAML: always there on the controller (ansible-core needs it); imported here so that
+    # module_utils importers on managed nodes, which never load profiles, do not need it.
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        where = " at line %d, column %d" % (mark.line + 1, mark.column + 1) if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).strip().splitlines()[0]
+        raise ProfileError("%s: %s is not valid YAML%s: %s" % (var, origin, where, problem))
+    if data is None:
+        raise ProfileError("%s: %s is empty; expected a model profile (a mapping of the keys in "
+                           "docs/model-profiles.md)" % (var, origin))
+    if not isinstance(data, dict):
+        raise ProfileError("%s: %s holds %s, not a mapping; expected a model profile (a mapping of the keys in "
+                           "docs/model-profiles.md)" % (var, origin, _got(data)))
+    if list(data) == [_OLD_WRAPPER] and isinstance(data[_OLD_WRAPPER], dict):
+        raise ProfileError("%s: %s holds its profile under %s:, the vars-file form of old; remove that key and "
+                           "dedent the rest so that the file is the profile mapping itself" % (var, origin, _OLD_WRAPPER))
+    problems = validate_profile(data, var)
+    if problems:
+        raise ProfileError("%s: %s is not a valid model profile: %s" % (var, origin, "; ".join(problems)))
+    return data
+
+
+def load_profile(value: Any, profiles_dir: str, var: str = PROFILE_VAR) -> Dict[str, Any]:
+    """The profile that `value` (a shipped profile's name or an absolute path) stands for, read and checked."""
+    path = profile_path(value, profiles_dir, var)
+    origin = path if os.path.isabs(str(value)) else "profile %s (%s)" % (value, path)
+    if not os.path.exists(path):
+        raise ProfileError("%s: the profile file %s does not exist" % (var, path))
+    if os.path.isdir(path):
+        raise ProfileError("%s: %s is a directory, not a profile file" % (var, path))
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as exc:
+        raise ProfileError("%s: cannot read the profile file %s: %s" % (var, path, exc.strerror or exc))
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProfileError("%s: %s is not UTF-8 text (byte %d): not a profile file" % (var, origin, exc.start))
+    return load_profile_text(text, origin, var)
 
 
 def compute_capabilities(facts: Optional[Mapping[str, Any]]) -> List[str]:

@@ -19,7 +19,9 @@ import re
 from difflib import get_close_matches
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ansible_collections.moeops.inference.plugins.module_utils import model_profile, role_inputs
+from ansible.module_utils.parsing.convert_bool import boolean
+
+from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology, model_profile, role_inputs
 from ansible_collections.moeops.inference.plugins.module_utils.nccl_policy import p2p_level
 
 Result = Dict[str, List[str]]
@@ -31,6 +33,10 @@ MIB = 2 ** 20
 MAX_TENSOR_PARALLEL = 512
 # Free space asked for beyond the bytes still to download: partial files and temporary copies.
 DISK_HEADROOM = 0.05
+# preflight_disk_check: auto decides from what this run does; always and never force it.
+DISK_CHECK_MODES = ("auto", "always", "never")
+# Where the model_weights role puts a mirror's files when model_weights_dest is empty (+ the model's name).
+STAGED_WEIGHTS_DIR = "/var/cache/vllm/models/"
 
 # Oldest driver branch for each compute capability: the first CUDA release that supports the
 # architecture (CUDA release notes) and the driver it needs.  Blackwell (10.x, 12.x) arrived with
@@ -81,7 +87,7 @@ def check_gpus(facts: Mapping[str, Any], allow_mixed: bool, required: bool) -> R
         msg = "no NVIDIA GPU could be read (backend %s%s)" % (
             facts.get("backend", "none"), ": " + reasons if reasons else "")
         if required:
-            return _result([msg + ". Check that the driver is loaded (nvidia-smi), or set gpu_topology_snapshot for a "
+            return _result([msg + ". Check that the driver is loaded (nvidia-smi), or set gpu_facts_snapshot for a "
                                   "simulated node."])
         return _result(warnings=[msg + "; the GPU checks (memory, tensor parallel, driver, P2P) are skipped. "
                                        "Normal on a bare box before the driver is installed: run again afterwards."])
@@ -281,6 +287,117 @@ def check_unknown_variables(specs: Mapping[str, Mapping[str, Any]], names: Seque
     return _result(warnings=warnings)
 
 
+# --- what this run will do, decided from the roles' variables --------------------------------------
+# `specs` is role name to its argument spec options (the checked roles); `variables` is variable name to
+# value, as the preflight role sends them (every variable with a checked role's prefix, secrets left out).
+
+def role_value(specs: Mapping[str, Mapping[str, Any]], variables: Mapping[str, Any], role: str, name: str,
+               fallback: Any = None) -> Any:
+    """The value a role's option will have in this run: the variable when it is set, else the default of
+    the option in the role's argument spec (when the role is checked), else `fallback`."""
+    if name in variables:
+        return variables[name]
+    option = (specs.get(role) or {}).get(name)
+    if isinstance(option, Mapping) and "default" in option:
+        return option["default"]
+    return fallback
+
+
+def _flag(value: Any) -> bool:
+    """Ansible's `| bool`: true, "yes", "on", 1 and the like are true; anything else is false."""
+    return boolean(value, strict=False)
+
+
+def _text(value: Any) -> str:
+    """A string value, else "" (a value of the wrong type is the role-input check's to report)."""
+    return value if isinstance(value, str) else ""
+
+
+def planned_driver_branch(specs: Mapping[str, Mapping[str, Any]], variables: Mapping[str, Any]) -> Optional[int]:
+    """The driver branch this run would install: nvidia_driver_branch (else its spec default) when the
+    nvidia_driver role is checked; None when it is not, or when the value is not a branch number (the
+    role-input check names that)."""
+    if "nvidia_driver" not in specs:
+        return None
+    branch = role_value(specs, variables, "nvidia_driver", "nvidia_driver_branch")
+    if isinstance(branch, bool):
+        return None
+    if isinstance(branch, int):
+        return branch
+    return int(branch.strip()) if isinstance(branch, str) and branch.strip().isdigit() else None
+
+
+def installs_driver(specs: Mapping[str, Mapping[str, Any]], variables: Mapping[str, Any]) -> bool:
+    """Whether this run installs the driver (so a too-old loaded driver will be replaced): the nvidia_driver
+    role is checked and nvidia_driver_install_packages is true (its default)."""
+    return "nvidia_driver" in specs and _flag(role_value(specs, variables, "nvidia_driver",
+                                                         "nvidia_driver_install_packages", True))
+
+
+def gpus_from_hardware(facts: Mapping[str, Any]) -> bool:
+    """gpu_facts' own `from_hardware`; for facts from before it carried one, the backend rule."""
+    if "from_hardware" in facts:
+        return _flag(facts["from_hardware"])
+    return gpu_topology.from_hardware(dict(facts))
+
+
+def disk_check_decision(mode: str, weights_source: Any, service_start: Any, from_hardware: bool) -> bool:
+    """Whether to check the free space for the weights.  `auto` checks when this run fetches them: the
+    model_weights role stages them (any source but none; a local source is used where it is, so nothing
+    needs room for it), or the service starts (vllm_service_start always, or auto on GPUs read from
+    hardware), since vLLM downloads a repository id at start.  `always` and `never` force it."""
+    if mode == "always":
+        return True
+    if mode != "auto":
+        return False
+    source = "none" if weights_source is None else weights_source
+    start = "auto" if service_start is None else service_start
+    if source == "local":
+        return False
+    return source != "none" or start == "always" or (start == "auto" and from_hardware)
+
+
+def weights_path(override: str, specs: Mapping[str, Mapping[str, Any]], variables: Mapping[str, Any],
+                 profile: Any) -> str:
+    """Where the weights will be, when this run says so: the explicit preflight_weights_path, else
+    vllm_service_model_path, else for an http/rsync mirror model_weights_dest or
+    /var/cache/vllm/models/<model_weights_name or the profile's name>, else model_weights_local_path for a
+    local source; "" when none of them says (the caller then takes the profile's source)."""
+    if _text(override):
+        return override
+    model_path = _text(role_value(specs, variables, "vllm_service", "vllm_service_model_path"))
+    if model_path:
+        return model_path
+    source = role_value(specs, variables, "model_weights", "model_weights_source", "none")
+    if source in ("http", "rsync"):
+        name = (_text(role_value(specs, variables, "model_weights", "model_weights_name", ""))
+                or (_text(profile.get("name")) if isinstance(profile, Mapping) else ""))
+        return _text(role_value(specs, variables, "model_weights", "model_weights_dest", "")) or STAGED_WEIGHTS_DIR + name
+    if source == "local":
+        return _text(role_value(specs, variables, "model_weights", "model_weights_local_path", ""))
+    return ""
+
+
+def decide(specs: Mapping[str, Mapping[str, Any]], variables: Mapping[str, Any], gpu_facts: Mapping[str, Any],
+           profile: Any, disk_check: str = "auto", weights_override: str = "",
+           hf_home: str = "/var/cache/vllm/huggingface") -> Dict[str, Any]:
+    """Everything preflight decides from the roles' variables: driver_branch (None: no driver role),
+    installs_driver, check_disk, and weights_path (the rule of `weights_path`, else the profile's absolute
+    source or the Hugging Face cache's directory for its repository under `hf_home`; "" without a profile)."""
+    path = weights_path(weights_override, specs, variables, profile)
+    source = profile.get("source") if isinstance(profile, Mapping) else None
+    if not path and isinstance(source, str) and source:
+        path = weights_location(source, hf_home)
+    return {
+        "driver_branch": planned_driver_branch(specs, variables),
+        "installs_driver": installs_driver(specs, variables),
+        "check_disk": disk_check_decision(
+            disk_check, role_value(specs, variables, "model_weights", "model_weights_source", "none"),
+            role_value(specs, variables, "vllm_service", "vllm_service_start", "auto"), gpus_from_hardware(gpu_facts)),
+        "weights_path": path,
+    }
+
+
 # --- the whole run ---------------------------------------------------------------------------------
 
 def _number(value: Any) -> Optional[float]:
@@ -302,8 +419,10 @@ def run_preflight(inputs: Mapping[str, Any]) -> Dict[str, Any]:
     """All checks.  `inputs` keys: distro (distribution, version, major_version, os_family), gpu_facts,
     gpus_required, profile, profile_var, profile_error, tensor_parallel_size (None: the policy's),
     gpu_memory_utilization (None: the profile's), extra_args, driver_branch, installs_driver, weights
-    (path, present_bytes, free_bytes, mount, config), check_disk (default true), role_specs, role_values, variable_names,
-    known_other_variables.  Returns problems, warnings and what was checked."""
+    (path, present_bytes, free_bytes, mount, config), check_disk (default true), disk_check (the mode, for the
+    message when the disk is not checked), role_specs, role_values, variable_names, known_other_variables.
+    driver_branch, installs_driver and check_disk are what `decide` works out.  Returns problems, warnings
+    and what was checked."""
     out: Result = _result()
     checked: Dict[str, Any] = {}
     distro = inputs.get("distro") or {}
@@ -323,7 +442,7 @@ def run_preflight(inputs: Mapping[str, Any]) -> Dict[str, Any]:
         out["problems"].append(inputs["profile_error"])
     profile = inputs.get("profile")
     profile_problems = [] if profile is None else model_profile.validate_profile(profile, inputs.get("profile_var") or
-                                                                                 "vllm_service_model")
+                                                                                 "vllm_service_profile")
     out["problems"].extend(profile_problems)
     profile_ok = profile is not None and not profile_problems
 
@@ -370,8 +489,10 @@ def run_preflight(inputs: Mapping[str, Any]) -> Dict[str, Any]:
         weights = inputs.get("weights") or {}
         if weights.get("path") and not inputs.get("check_disk", True):
             checked["weights"] = {"path": weights["path"],
-                                  "disk": "not checked: nothing fetches the weights in this run "
-                                          "(no staging, and the service does not start here)"}
+                                  "disk": "not checked: preflight_disk_check is never"
+                                  if inputs.get("disk_check") == "never" else
+                                  "not checked: nothing fetches the weights in this run "
+                                  "(no staging, and the service does not start here)"}
         elif weights.get("path"):
             _merge(out, check_disk(weights["path"], int(float(profile["weights_size_gb"]) * GB),
                                    int(weights.get("present_bytes") or 0), weights.get("free_bytes"), weights.get("mount")))

@@ -53,7 +53,7 @@ DEDICATED_ARGS = {
     "--max-model-len": "vllm_service_max_model_len",
     "--gpu-memory-utilization": "vllm_service_gpu_memory_utilization",
     "--distributed-executor-backend": "vllm_service_ray_address (Ray) or nothing (one host)",
-    "--download-dir": "vllm_service_hf_home",
+    "--download-dir": "vllm_hf_home",
     "--shutdown-timeout": "the role's unit (it sizes TimeoutStopSec from it)",
 }
 
@@ -218,9 +218,33 @@ def _hardening_overrides(name: str, value: Any) -> Problems:
             % (name, key) for key in sorted(value, key=str) if key not in HARDENING_DIRECTIVES]
 
 
+UNIT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$")
+
+
+def _unit_name(name: str, value: Any) -> Problems:
+    if isinstance(value, str) and not UNIT_NAME.match(value):
+        return ["%s must be a systemd unit name without .service (letters, digits, _ . @ -), got %r" % (name, value)]
+    return []
+
+
+def _no_whitespace(name: str, value: Any) -> Problems:
+    if isinstance(value, str) and re.search(r"\s", value):
+        return ["%s must not contain whitespace" % name]
+    return []
+
+
 def _check_vllm_service(v: Mapping[str, Any]) -> Problems:
-    return (_account("vllm_service_user", v.get("vllm_service_user"))
-            + _account("vllm_service_group", v.get("vllm_service_group"))
+    return (_unit_name("vllm_service_name", v.get("vllm_service_name"))
+            + _no_whitespace("vllm_service_api_key", v.get("vllm_service_api_key"))
+            + _no_whitespace("vllm_service_hf_token", v.get("vllm_service_hf_token"))
+            + _number_in("vllm_service_max_exposure", v.get("vllm_service_max_exposure"), 0, 10, low_open=False,
+                         what="between 0 and 10, as systemd-analyze security counts (null: no limit)")
+            + _number_in("vllm_service_health_poll_interval", v.get("vllm_service_health_poll_interval"), 0, 3600,
+                         what="a positive number of seconds")
+            + _number_in("vllm_service_weights_read_mb_per_s", v.get("vllm_service_weights_read_mb_per_s"), 0, 10 ** 6,
+                         what="a positive read rate in MB/s")
+            + _account("vllm_user", v.get("vllm_user"))
+            + _account("vllm_group", v.get("vllm_group"))
             + _number_in("vllm_service_gpu_memory_utilization", v.get("vllm_service_gpu_memory_utilization"), 0, 1,
                          what="above 0 and at most 1 (null takes the profile's)")
             + _number_in("vllm_service_max_model_len", v.get("vllm_service_max_model_len"), 0, 2 ** 31,
@@ -243,8 +267,8 @@ def _check_vllm(v: Mapping[str, Any]) -> Problems:
 
 
 def _check_model_weights(v: Mapping[str, Any]) -> Problems:
-    return (_account("model_weights_user", v.get("model_weights_user"))
-            + _account("model_weights_group", v.get("model_weights_group")))
+    return (_account("vllm_user", v.get("vllm_user"))
+            + _account("vllm_group", v.get("vllm_group")))
 
 
 def _check_nvidia_persistenced(v: Mapping[str, Any]) -> Problems:
@@ -252,8 +276,8 @@ def _check_nvidia_persistenced(v: Mapping[str, Any]) -> Problems:
 
 
 def _check_ray_cluster(v: Mapping[str, Any]) -> Problems:
-    return (_account("ray_cluster_user", v.get("ray_cluster_user"))
-            + _account("ray_cluster_user_group", v.get("ray_cluster_user_group"))
+    return (_account("vllm_user", v.get("vllm_user"))
+            + _account("vllm_group", v.get("vllm_group"))
             + _env_mapping("ray_cluster_nccl_overrides", v.get("ray_cluster_nccl_overrides"), allow_null=True)
             + _env_mapping("ray_cluster_environment", v.get("ray_cluster_environment"), allow_null=False))
 

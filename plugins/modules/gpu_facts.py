@@ -14,7 +14,7 @@ description:
     and an O(ignore:interconnect) summary that the C(moeops.inference.nccl_env) filter turns into NCCL settings.
   - Reads through NVML (nvidia-ml-py), through C(nvidia-smi), or replays a snapshot file written earlier by O(dump).
   - Fields a backend cannot read are null and listed in C(unavailable) with the reason; they never fail the module.
-  - The snapshot format is versioned by C(schema_version) and documented in C(docs/snapshot-format.md) of the collection.
+  - The snapshot format is versioned by C(schema_version) and documented in C(docs/dev/snapshot-format.md) of the collection.
 author:
   - moeops.inference contributors (@moeops)
 requirements:
@@ -130,6 +130,13 @@ ansible_facts:
           description: Number of GPUs.
           type: int
           sample: 8
+        from_hardware:
+          description:
+            - V(true) when the GPUs were read from this host's hardware (O(backend=nvml) or O(backend=nvidia_smi)) and
+              there is at least one; V(false) for a replayed snapshot or no GPU.
+            - The roles start services only on facts from hardware.
+          type: bool
+          sample: true
         driver_version:
           description: NVIDIA driver version.
           type: str
@@ -388,6 +395,8 @@ def main():
     elif facts["count"] == 0 and module.params["required"]:
         module.fail_json(msg="backend %s found no NVIDIA GPU" % facts["backend"])
 
+    # Said once, here: every role reads this instead of re-deriving it from the backend.
+    facts["from_hardware"] = topo.from_hardware(facts)
     if module.params["network"]:
         facts["network"] = topo.read_network("/sys")
 

@@ -55,7 +55,7 @@ options:
   profile_var:
     description: The variable the profile came from, for the messages.
     type: str
-    default: vllm_service_model
+    default: vllm_service_profile
   profile_error:
     description: A problem found while loading the profile (such as an unknown profile name), reported with the rest.
     type: str
@@ -76,27 +76,27 @@ options:
       - Any type is accepted; one that is not a list of strings is reported through the role-input checks.
     type: raw
     default: []
-  driver_branch:
-    description: The driver branch the nvidia_driver role will install; null when no driver role runs.
-    type: raw
-  installs_driver:
-    description: Whether this run installs the driver (so a too-old loaded driver will be replaced).
-    type: bool
-    default: false
   weights_path:
     description:
-      - Absolute path on the node where the weights are or will be. Free space is measured on its nearest existing
-        ancestor; bytes already there count towards the weights, and a C(config.json) found there supplies the model's
-        dimensions.
-      - Empty takes the profile's source when it is an absolute path, else the Hugging Face cache's directory for the
-        repository under O(hf_home).
+      - Absolute path on the node where the weights are or will be, to use instead of working it out. Free space is
+        measured on its nearest existing ancestor; bytes already there count towards the weights, and a
+        C(config.json) found there supplies the model's dimensions.
+      - Empty works it out from O(variables) - C(vllm_service_model_path); else, for an C(http) or C(rsync)
+        C(model_weights_source), C(model_weights_dest) or C(/var/cache/vllm/models/<name>) (C(model_weights_name), else
+        the profile's name); else C(model_weights_local_path) for a C(local) source; else the profile's source when it
+        is an absolute path, or the Hugging Face cache's directory for the repository under O(hf_home).
     type: path
-  check_disk:
+    default: ""
+  disk_check:
     description:
-      - Check the free space for the weights. V(false) when nothing fetches them in this run (no staging role, and a
-        service that does not start, such as on a simulated node); the weights' C(config.json) is still read.
-    type: bool
-    default: true
+      - V(auto) checks the free space for the weights when this run fetches them, decided from O(variables) and
+        O(gpu_facts) - the model_weights role stages them (C(model_weights_source) other than V(none); a V(local)
+        source is used where it is and needs no room), or the service starts (C(vllm_service_start) V(always), or
+        V(auto) with GPUs read from hardware, the facts' C(from_hardware)), since vLLM downloads a repository at start.
+      - V(always) and V(never) force it. When it is not checked the weights' C(config.json) is still read.
+    type: str
+    choices: [auto, always, never]
+    default: auto
   hf_home:
     description: Absolute path of the Hugging Face cache (HF_HOME) the service uses.
     type: path
@@ -108,7 +108,13 @@ options:
   variables:
     description:
       - Variable name to value, for the variables that start with a role's prefix; each is checked against the role
-        with the longest matching prefix. Leave secrets (options with C(no_log)) out.
+        with the longest matching prefix.
+      - They also decide what this run does, where a role's option is not set its argument spec's default counts -
+        the driver branch it would install (C(nvidia_driver_branch), when C(nvidia_driver) is in O(role_specs)),
+        whether it installs the driver (C(nvidia_driver_install_packages)), whether the disk is checked
+        (O(disk_check)) and where the weights will be (O(weights_path)).
+      - Leave secrets out (options with C(no_log), and names ending in C(_token), C(_password), C(_secret) or
+        C(_api_key)), since module arguments show in the task's invocation at C(-vvv).
     type: dict
     default: {}
   known_other_variables:
@@ -135,10 +141,19 @@ EXAMPLES = r"""
       major_version: "{{ ansible_facts.distribution_major_version }}"
       os_family: "{{ ansible_facts.os_family }}"
     gpu_facts: "{{ ansible_facts.nvidia_gpu }}"
-    profile: "{{ vllm_model_profile }}"
-    driver_branch: 580
-    installs_driver: true
-    weights_path: /var/cache/vllm/huggingface/hub/models--moonshotai--Kimi-K2.5
+    profile: "{{ lookup('moeops.inference.model_profile', 'kimi_k25') }}"
+    role_specs:
+      nvidia_driver: "{{ lookup('moeops.inference.role_argument_spec', 'nvidia_driver') }}"
+    variables:
+      nvidia_driver_branch: 580
+
+- name: Survey a host, with the weights in a place of its own and no disk check
+  moeops.inference.preflight:
+    gpu_facts: "{{ ansible_facts.nvidia_gpu }}"
+    profile: "{{ lookup('moeops.inference.model_profile', 'glm5') }}"
+    weights_path: /srv/models/glm5
+    disk_check: never
+    fail_on_problems: false
 """
 
 RETURN = r"""
@@ -154,11 +169,16 @@ preflight_warnings:
   type: list
   elements: str
 checked:
-  description: What was checked - distribution, roles, GPU count, tensor-parallel size, model dimensions with their
-    source (config.json or profile), the compute-capability constraints applied, and the weights location.
+  description:
+    - What was checked - distribution, roles, GPU count, tensor-parallel size, model dimensions with their source
+      (config.json or profile), the compute-capability constraints applied, and the weights location.
+    - C(decisions) holds what the module worked out from O(variables) - C(driver_branch) (null when no driver role is
+      checked), C(installs_driver), C(check_disk) and C(weights_path).
   returned: always
   type: dict
-  sample: {"gpus": 8, "tensor_parallel_size": 8, "roles": ["vllm", "vllm_service"]}
+  sample: {"gpus": 8, "tensor_parallel_size": 8, "roles": ["nvidia_driver", "vllm", "vllm_service"],
+           "decisions": {"driver_branch": 580, "installs_driver": true, "check_disk": true,
+                         "weights_path": "/var/cache/vllm/huggingface/hub/models--moonshotai--Kimi-K2.5"}}
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -166,12 +186,15 @@ from ansible_collections.moeops.inference.plugins.module_utils import preflight
 
 
 def group_variables(specs, variables):
-    """{role: {name: value}}: each variable goes to the role with the longest matching prefix."""
+    """{role: {name: value}}: a variable goes to every role whose spec declares it (the shared names such as
+    vllm_user are declared by each role that uses them), else to the role with the longest matching prefix."""
     grouped = dict((role, {}) for role in specs)
     for name, value in variables.items():
-        roles = [r for r in specs if name.startswith(r + "_")]
-        if roles:
-            grouped[max(roles, key=len)][name] = value
+        declared = [r for r in specs if name in (specs[r] or {})]
+        roles = declared or [max([r for r in specs if name.startswith(r + "_")], key=len, default=None)]
+        for role in roles:
+            if role is not None:
+                grouped[role][name] = value
     return grouped
 
 
@@ -182,16 +205,14 @@ def main():
             gpu_facts=dict(type="dict", default={}),
             gpus_required=dict(type="bool", default=False),
             profile=dict(type="raw"),
-            profile_var=dict(type="str", default="vllm_service_model"),
+            profile_var=dict(type="str", default="vllm_service_profile"),
             profile_error=dict(type="str", default=""),
             tensor_parallel_size=dict(type="raw"),
             gpu_memory_utilization=dict(type="raw"),
             extra_args=dict(type="raw", default=[]),
-            driver_branch=dict(type="raw"),
-            installs_driver=dict(type="bool", default=False),
-            weights_path=dict(type="path"),
+            weights_path=dict(type="path", default=""),
+            disk_check=dict(type="str", default="auto", choices=list(preflight.DISK_CHECK_MODES)),
             hf_home=dict(type="path", default="/var/cache/vllm/huggingface"),
-            check_disk=dict(type="bool", default=True),
             role_specs=dict(type="dict", default={}),
             variables=dict(type="dict", default={}),
             known_other_variables=dict(type="list", elements="str", default=[]),
@@ -200,21 +221,22 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    weights = {}
-    source = p["profile"].get("source") if isinstance(p["profile"], dict) else None
-    path = p["weights_path"] or (preflight.weights_location(source, p["hf_home"]) if isinstance(source, str) else "")
-    if path and path.startswith("/"):
-        weights = preflight.read_weights_dir(path)
     specs = p["role_specs"]
+    decisions = preflight.decide(specs, p["variables"], p["gpu_facts"], p["profile"], p["disk_check"],
+                                 p["weights_path"] or "", p["hf_home"])
+    path = decisions["weights_path"]
+    weights = preflight.read_weights_dir(path) if path.startswith("/") else {}
     inputs = dict(
         distro=p["distro"], gpu_facts=p["gpu_facts"], gpus_required=p["gpus_required"], profile=p["profile"],
         profile_var=p["profile_var"], profile_error=p["profile_error"],
         tensor_parallel_size=p["tensor_parallel_size"], gpu_memory_utilization=p["gpu_memory_utilization"],
-        extra_args=p["extra_args"], driver_branch=p["driver_branch"], installs_driver=p["installs_driver"],
-        weights=weights, check_disk=p["check_disk"], role_specs=specs, role_values=group_variables(specs, p["variables"]),
+        extra_args=p["extra_args"], driver_branch=decisions["driver_branch"],
+        installs_driver=decisions["installs_driver"], weights=weights, check_disk=decisions["check_disk"],
+        disk_check=p["disk_check"], role_specs=specs, role_values=group_variables(specs, p["variables"]),
         variable_names=sorted(p["variables"]), known_other_variables=p["known_other_variables"],
     )
     report = preflight.run_preflight(inputs)
+    report["checked"]["decisions"] = decisions
     for warning in report["warnings"]:
         module.warn(warning)
     result = dict(changed=False, problems=report["problems"], preflight_warnings=report["warnings"],

@@ -74,7 +74,7 @@ echo "ad-hoc gpu_facts required=true: fails with a message"
 
 # 4. The topology playbook, by name, on this machine with the seed snapshot, prints the hand-tuned unit's variables.
 ansible-playbook moeops.inference.gpu_topology -i localhost, -c local -e ansible_python_interpreter="$py" \
-  -e gpu_topology_backend=snapshot -e gpu_topology_snapshot="$seed" > "$work/play.txt"
+  -e gpu_facts_backend=snapshot -e gpu_facts_snapshot="$seed" > "$work/play.txt"
 for want in 'NCCL_ALGO=Ring \[policy' 'NCCL_P2P_LEVEL=SYS \[policy' 'NCCL_PROTO=LL \[policy' 'tensor-parallel 8' 'custom all-reduce False'; do
   grep -q "$want" "$work/play.txt" || { echo "playbook output lacks: $want"; cat "$work/play.txt"; exit 1; }
 done

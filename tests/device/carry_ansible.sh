@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # Sourced by tests/device/*.sh, from the repository root: makes the ansible-core wheels in .whl/
-# (scripts/device-wheels, docs/device.md) runnable on the device tool's machine, with this checkout as
+# (scripts/device-wheels, docs/dev/device.md) runnable on the device tool's machine, with this checkout as
 # moeops.inference and the carried ansible.posix (its json callback).  Argument: the stdout callback.
 # Sets PATH, PYTHONPATH, ANSIBLE_* and py (the Python that runs the modules).
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs moeops.inference.gpu_facts for real on a GPU machine lent by the device
 # tool (no ansible there: ansible-core comes as wheels in .whl/, see
-# docs/device.md).  Writes into $OUT: both backends' facts and snapshots, the
+# docs/dev/device.md).  Writes into $OUT: both backends' facts and snapshots, the
 # raw nvidia-smi outputs, and timings (N runs each of ping, nvml, nvidia_smi).
 set -euo pipefail
 : "${OUT:?set OUT}"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The built collection as a user installs it, on the device tool's GPU machine: ansible-core 2.21.5 alone
-# (carried as wheels, docs/device.md), no ansible bundle and so no community.general, the tarball from
+# (carried as wheels, docs/dev/device.md), no ansible bundle and so no community.general, the tarball from
 # tests/run's artifact stage installed by ansible-galaxy into an empty collections path, then used by name
 # from outside the checkout: gpu_facts ad hoc through NVML and through nvidia-smi, and the gpu_topology
 # playbook. Carry: .whl and tests/output/artifact. Writes into $OUT: the outputs and timings.

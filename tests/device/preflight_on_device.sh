@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs playbooks/preflight.yml for real on a GPU machine lent by the device tool: the facts come from
 # NVML (gpu_facts backend auto), the checks from the preflight module, through ansible-core carried as
-# wheels (scripts/device-wheels, docs/device.md; tests/device/carry_ansible.sh sets it up).  The machine
+# wheels (scripts/device-wheels, docs/dev/device.md; tests/device/carry_ansible.sh sets it up).  The machine
 # has no systemd and no sudo: only the read-only preflight can run there, as root, with become off.
 # Cases: the three shipped profiles (Kimi-K2.5 a second time with the nvidia_smi backend), and a profile
 # written for the test (tests/integration/bad-inputs/tiny_model.yml) over a tiny local weights
@@ -29,12 +29,12 @@ preflight() {  # name, then extra ansible-playbook arguments
   echo "$name $rc $(python3 -c "print(round($e - $s, 2))")" >> "$OUT/preflight-runs.txt"
 }
 : > "$OUT/preflight-runs.txt"
-preflight kimi_k25 -e moeops_model=kimi_k25
+preflight kimi_k25 -e vllm_service_profile=kimi_k25
 # The same check with the facts read through nvidia-smi instead of NVML: the answer must not change.
-preflight kimi_k25_nvidia_smi -e moeops_model=kimi_k25 -e gpu_topology_backend=nvidia_smi
-preflight glm5 -e moeops_model=glm5
-preflight minimax_m25 -e moeops_model=minimax_m25
-preflight tiny_local -e moeops_model="$PWD/tests/integration/bad-inputs/tiny_model.yml" \
+preflight kimi_k25_nvidia_smi -e vllm_service_profile=kimi_k25 -e gpu_facts_backend=nvidia_smi
+preflight glm5 -e vllm_service_profile=glm5
+preflight minimax_m25 -e vllm_service_profile=minimax_m25
+preflight tiny_local -e vllm_service_profile="$PWD/tests/integration/bad-inputs/tiny_model.yml" \
   -e model_weights_source=local -e model_weights_local_path="$tiny"
 
 python3 - "$OUT" <<'PY'

@@ -79,7 +79,7 @@ ansible-playbook -i "$inv" playbooks/glm5.yml -e moeops_hosts=moeops-badinputs -
 for want in "vllm_service_port must be a TCP port in 1-65535, got '99999'" \
             "vllm_service_tensor_parallel_size 3 does not divide the model" \
             "vllm: vllm_hf_home must be an absolute path, got 'cache/hf'" \
-            "vllm_service: vllm_service_hf_home must be an absolute path, got 'cache/hf'" \
+            "vllm_service: vllm_hf_home must be an absolute path, got 'cache/hf'" \
             "vllm_service_extra_args must be a list, got the string '--enforce-eager'; from the command line pass JSON"; do
   grep -qF "$want" "$work/cli.txt" || { echo "-e run lacks: $want"; cat "$work/cli.txt"; exit 1; }
 done
@@ -88,7 +88,7 @@ echo "refused  -e vllm_service_port=99999 -e vllm_service_tensor_parallel_size=3
 
 # The preflight tag on a thin playbook runs the checks (and the roles' own input checks) only.
 ansible-playbook -i "$inv" playbooks/minimax_m25.yml --tags preflight -e moeops_hosts=moeops-badinputs \
-  -e moeops_model="$here/tiny_model.yml" > "$work/tag.txt" 2>&1 || { echo "--tags preflight failed"; tail -30 "$work/tag.txt"; exit 1; }
+  -e vllm_service_profile="$here/tiny_model.yml" > "$work/tag.txt" 2>&1 || { echo "--tags preflight failed"; tail -30 "$work/tag.txt"; exit 1; }
 grep -q 'preflight passed: 8 GPU(s)' "$work/tag.txt" && grep -q 'changed=0.*failed=0' "$work/tag.txt"
 echo "passed   minimax_m25.yml --tags preflight with a one-file profile: checks only, changed=0"
 

@@ -10,7 +10,8 @@ import yaml
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "gpu")
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MODELS = os.path.join(REPO, "playbooks", "models")
+# The collection's model profiles: profiles/<name>.yml, each file the profile mapping itself.
+PROFILES = os.path.join(REPO, "profiles")
 # The roles that have argument specs, sorted.
 SPEC_ROLES = sorted(p.split(os.sep)[-3] for p in glob.glob(os.path.join(REPO, "roles", "*", "meta", "argument_specs.yml")))
 
@@ -27,9 +28,9 @@ def role_spec(role):
 
 
 def shipped_profile(name):
-    """The vllm_model_profile of playbooks/models/<name>.yml."""
-    with open(os.path.join(MODELS, name + ".yml")) as f:
-        return yaml.safe_load(f)["vllm_model_profile"]
+    """The model profile profiles/<name>.yml (the file is the mapping)."""
+    with open(os.path.join(PROFILES, name + ".yml")) as f:
+        return yaml.safe_load(f)
 
 
 def constructed_names():

@@ -14,7 +14,7 @@ import yaml
 
 PREFLIGHT_TASK = "Preflight | Check the host, the model and every role's inputs, before anything changes"
 # Tasks a host may have run when preflight refused it: reading only.
-READ_ONLY_TASKS = ("Gathering Facts", "Read the GPUs", "Load the model profile", "Preflight | ",
+READ_ONLY_TASKS = ("Gathering Facts", "Read the GPUs", "Load the model profile", "Preflight | ", "Check | ",
                    "Validating arguments against arg spec")
 
 

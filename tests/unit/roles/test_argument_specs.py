@@ -18,6 +18,9 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")
 ROLES = sorted(os.path.basename(os.path.dirname(os.path.dirname(p)))
                for p in glob.glob(os.path.join(ROOT, "roles", "*", "meta", "argument_specs.yml")))
 TYPES = {"str", "int", "float", "bool", "list", "dict", "path", "raw"}
+# One name per thing: what several roles use is declared by each of them under one name, with one default.
+SHARED = {"vllm_user", "vllm_group", "vllm_venv", "vllm_hf_home", "vllm_home", "vllm_ca_bundle", "vllm_uv_venv",
+          "vllm_uv_cache_dir", "vllm_index_url", "vllm_service_profile", "gpu_facts_required"}
 
 
 def load(role, *parts):
@@ -38,7 +41,7 @@ def test_every_role_has_specs_defaults_and_a_preflight():
     assert ROLES == dirs
     for role in ROLES:
         assert os.path.isfile(os.path.join(ROOT, "roles", role, "defaults", "main.yml")), role
-        assert os.path.isfile(os.path.join(ROOT, "roles", role, "tasks", "preflight.yml")), role
+        assert os.path.isfile(os.path.join(ROOT, "roles", role, "tasks", "check.yml")), role
 
 
 @pytest.mark.parametrize("role", ROLES)
@@ -58,11 +61,57 @@ def test_every_default_has_a_spec_with_the_same_default(role):
 def test_every_spec_option_is_defaulted_or_required(role):
     defaults, opts = load(role, "defaults", "main.yml"), options(role)
     for name, opt in opts.items():
-        assert name.startswith(role + "_"), "%s: %s lacks the role prefix" % (role, name)
+        assert name.startswith(role + "_") or name in SHARED, "%s: %s lacks the role prefix" % (role, name)
         if opt.get("required"):
             assert name not in defaults, "%s: %s is required, a default would hide a missing value" % (role, name)
         else:
             assert name in defaults, "%s: %s is neither defaulted in defaults/main.yml nor required" % (role, name)
+
+
+@pytest.mark.parametrize("name", sorted(SHARED))
+def test_a_shared_name_has_one_default_and_type_in_every_role_that_declares_it(name):
+    declared = {role: options(role)[name] for role in ROLES if name in options(role)}
+    assert len(declared) >= 2, "%s is declared by %s only: not shared" % (name, sorted(declared))
+    for what in ("default", "type", "no_log"):
+        seen = {role: opt.get(what) for role, opt in declared.items()}
+        assert len(set(map(repr, seen.values()))) == 1, "%s: %s differs between roles: %s" % (name, what, seen)
+    for role in declared:
+        assert load(role, "defaults", "main.yml")[name] == declared[role]["default"], (role, name)
+
+
+def test_no_role_mirrors_another_roles_variable_under_its_own_name():
+    """The names this restructuring removed stay gone: each was a second spelling of a shared one."""
+    gone = {"vllm_service_user", "vllm_service_group", "vllm_service_venv", "vllm_service_hf_home",
+            "vllm_service_working_directory", "vllm_service_model", "model_weights_user", "model_weights_group",
+            "model_weights_hf_home", "model_weights_venv", "model_weights_ca_bundle", "ray_cluster_venv",
+            "ray_cluster_user", "ray_cluster_user_group", "ray_cluster_working_directory", "ray_cluster_ca_bundle",
+            "preflight_hf_home", "preflight_model_profile", "preflight_gpu_facts"}
+    for role in ROLES:
+        assert not gone & set(options(role)), (role, sorted(gone & set(options(role))))
+        assert not [o for o in options(role) if o.endswith("_gpu_facts")], role
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_role_has_a_check_entry_point_with_the_main_options(role):
+    specs = load(role, "meta", "argument_specs.yml")["argument_specs"]
+    assert "check" in specs, "%s has no check entry point" % role
+    assert specs["check"]["options"] == specs["main"]["options"], role
+    assert os.path.isfile(os.path.join(ROOT, "roles", role, "tasks", "check.yml")), role
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_vars_hold_constants_only(role):
+    path = os.path.join(ROOT, "roles", role, "vars", "main.yml")
+    if not os.path.exists(path):
+        return
+    derived = [k for k, v in (load(role, "vars", "main.yml") or {}).items() if "{{" in repr(v)]
+    assert derived == [], "%s: vars/main.yml derives %s; derive in a filter or module_utils" % (role, derived)
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_main_only_orchestrates(role):
+    with open(os.path.join(ROOT, "roles", role, "tasks", "main.yml")) as f:
+        assert len(f.read().splitlines()) <= 80, role
 
 
 @pytest.mark.parametrize("role", ROLES)

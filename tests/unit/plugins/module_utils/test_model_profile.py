@@ -6,13 +6,14 @@ from __future__ import annotations
 import copy
 import glob
 import os
+import re
 
 import pytest
 import yaml
 
 from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology as topo
 from ansible_collections.moeops.inference.plugins.module_utils import model_profile as mp
-from conftest import MODELS, load_json
+from conftest import PROFILES, load_json
 from conftest import shipped_profile as profile
 
 
@@ -21,13 +22,13 @@ def facts(name):
 
 
 def test_every_shipped_profile_validates():
-    files = sorted(glob.glob(os.path.join(MODELS, "*.yml")))
+    files = sorted(glob.glob(os.path.join(PROFILES, "*.yml")))
     assert [os.path.basename(f) for f in files] == ["glm5.yml", "kimi_k25.yml", "minimax_m25.yml"]
     for f in files:
         with open(f) as fh:
             data = yaml.safe_load(fh)
-        assert list(data) == ["vllm_model_profile"], f
-        assert mp.validate_profile(data["vllm_model_profile"]) == [], f
+        assert "name" in data and "vllm_model_profile" not in data, f  # the file is the profile mapping itself
+        assert mp.validate_profile(data) == [], f
 
 
 def test_validate_profile_names_every_bad_key():
@@ -37,10 +38,10 @@ def test_validate_profile_names_every_bad_key():
     bad["tool_parser"] = "kimi_k2"
     del bad["served_name"]
     problems = mp.validate_profile(bad)
-    assert any(p.startswith("vllm_service_model.max_model_len: must be a integer") for p in problems)
-    assert any(p.startswith("vllm_service_model.trust_remote_code: must be a boolean") for p in problems)
-    assert any(p.startswith("vllm_service_model.tool_parser: not a profile key") for p in problems)
-    assert any(p.startswith("vllm_service_model.served_name: required") for p in problems)
+    assert any(p.startswith("vllm_service_profile.max_model_len: must be a integer") for p in problems)
+    assert any(p.startswith("vllm_service_profile.trust_remote_code: must be a boolean") for p in problems)
+    assert any(p.startswith("vllm_service_profile.tool_parser: not a profile key") for p in problems)
+    assert any(p.startswith("vllm_service_profile.served_name: required") for p in problems)
     assert len(problems) == 4
 
 
@@ -140,3 +141,186 @@ def test_bad_constraint_is_named():
     assert any("compute_capability_constraints[0].kv: not a constraint key" in x for x in problems)
     assert any("compute_capability_constraints[0].reason: required" in x for x in problems)
     assert any("compute_capability_constraints[0].compute_capabilities: a non-empty list of strings" in x for x in problems)
+
+
+# --- loading profiles: profile_path, load_profile_text, known_profiles, load_profile --------------------------
+
+TINY = """\
+name: tiny
+source: org/tiny
+served_name: tiny
+quantization: bf16
+max_model_len: 4096
+gpu_memory_utilization: 0.5
+weights_size_gb: 1
+min_gpu_memory_gb: 2
+hidden_size: 64
+num_attention_heads: 4
+"""
+
+
+def test_known_profiles_are_the_shipped_files():
+    assert mp.known_profiles(PROFILES) == ["glm5", "kimi_k25", "minimax_m25"]
+
+
+def test_known_profiles_ignores_what_is_not_a_profile_name(tmp_path):
+    for name in ("b_2.yml", "a.yml", "Upper.yml", "dash-ed.yml", "other.yaml", "notes.txt"):
+        (tmp_path / name).write_text(TINY)
+    (tmp_path / "dir.yml").mkdir()
+    assert mp.known_profiles(str(tmp_path)) == ["a", "b_2"]
+    assert mp.known_profiles(str(tmp_path / "missing")) == []
+
+
+def test_profile_path_of_a_name_and_of_an_absolute_path(tmp_path):
+    assert mp.profile_path("glm5", PROFILES) == os.path.join(PROFILES, "glm5.yml")
+    # An absolute path is taken as it is, even before it exists (load_profile reports that).
+    assert mp.profile_path(str(tmp_path / "mine.yml"), PROFILES) == str(tmp_path / "mine.yml")
+
+
+def test_profile_path_unknown_name_lists_the_known_ones():
+    with pytest.raises(mp.ProfileError) as err:
+        mp.profile_path("llama", PROFILES)
+    assert str(err.value) == ("vllm_service_profile: unknown model profile 'llama'; known profiles: glm5, kimi_k25, "
+                              "minimax_m25; the absolute path of a profile file on the controller works too")
+
+
+@pytest.mark.parametrize("value", ["profiles/glm5.yml", "glm5.yml", "./glm5", "~/glm5.yml", "GLM5", "", "glm-5"])
+def test_profile_path_refuses_a_relative_path_or_another_string(value):
+    with pytest.raises(mp.ProfileError) as err:
+        mp.profile_path(value, PROFILES)
+    assert str(err.value) == (
+        "vllm_service_profile: %r is not a profile name or an absolute path; expected the name of a profile shipped "
+        "with the collection (glm5, kimi_k25, minimax_m25) or the absolute path of a profile file on the controller "
+        "(a relative path is not accepted: write it as an absolute path)" % value)
+
+
+@pytest.mark.parametrize("value, shown", [(25, "an integer (25)"), (None, "null"), (True, "a boolean (True)"),
+                                          (2.5, "a float (2.5)"), ({"name": "x"}, "a mapping ({'name': 'x'})"),
+                                          (["glm5"], "a list (['glm5'])"), (b"glm5", "a bytes (b'glm5')")])
+def test_profile_path_refuses_a_non_string(value, shown):
+    with pytest.raises(mp.ProfileError) as err:
+        mp.profile_path(value, PROFILES)
+    assert str(err.value) == ("vllm_service_profile: expected the name of a profile shipped with the collection "
+                              "(glm5, kimi_k25, minimax_m25) or the absolute path of a profile file on the controller, "
+                              "got %s" % shown)
+
+
+def test_profile_path_with_no_profiles_directory(tmp_path):
+    with pytest.raises(mp.ProfileError, match=r"known profiles: none; "):
+        mp.profile_path("glm5", str(tmp_path))
+    with pytest.raises(mp.ProfileError, match=r"\(none found in .*\)"):
+        mp.profile_path(7, str(tmp_path))
+
+
+def test_load_profile_text_returns_the_mapping():
+    assert mp.load_profile_text(TINY, "t.yml") == yaml.safe_load(TINY)
+
+
+def test_load_profile_text_keeps_templates_as_text():
+    text = TINY.replace("name: tiny\n", "name: \"{{ lookup('pipe', 'id') }}\"\n")
+    assert mp.load_profile_text(text, "t.yml")["name"] == "{{ lookup('pipe', 'id') }}"
+
+
+def test_load_profile_text_not_yaml_gives_line_and_column():
+    with pytest.raises(mp.ProfileError) as err:
+        mp.load_profile_text("name: tiny\nsource: [org/tiny\n", "/p/bad.yml")
+    assert str(err.value).startswith("vllm_service_profile: /p/bad.yml is not valid YAML at line 3, column 1: ")
+    with pytest.raises(mp.ProfileError) as err:
+        mp.load_profile_text("name: tiny\n  source: x: y\n", "/p/bad.yml")
+    assert str(err.value) == ("vllm_service_profile: /p/bad.yml is not valid YAML at line 2, column 9: "
+                              "mapping values are not allowed here")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("- name: tiny\n- source: org/tiny\n",
+     "/p/x.yml holds a list ([{'name': 'tiny'}, {'source': 'org/tiny'}]), not a mapping; expected a model "
+     "profile (a mapping of the keys in docs/model-profiles.md)"),
+    ("kimi_k25\n", "/p/x.yml holds a string ('kimi_k25'), not a mapping; expected a model profile (a mapping of the "
+     "keys in docs/model-profiles.md)"),
+    ("42\n", "/p/x.yml holds an integer (42), not a mapping; expected a model profile (a mapping of the keys in "
+     "docs/model-profiles.md)"),
+    ("[%s]\n" % ", ".join(["kimi_k25"] * 10), "/p/x.yml holds a list (['kimi_k25', 'kimi_k25', 'kimi_k25', "
+     "'kimi_k25', 'kimi_k2...), not a mapping; expected a model profile (a mapping of the keys in "
+     "docs/model-profiles.md)"),
+    ("", "/p/x.yml is empty; expected a model profile (a mapping of the keys in docs/model-profiles.md)"),
+    ("---\n# only a comment\n", "/p/x.yml is empty; expected a model profile (a mapping of the keys in "
+     "docs/model-profiles.md)"),
+])
+def test_load_profile_text_not_a_mapping(text, message):
+    with pytest.raises(mp.ProfileError) as err:
+        mp.load_profile_text(text, "/p/x.yml")
+    assert str(err.value) == "vllm_service_profile: " + message
+
+
+def test_load_profile_text_old_wrapped_file():
+    wrapped = "vllm_model_profile:\n" + "".join("  " + line + "\n" for line in TINY.splitlines())
+    with pytest.raises(mp.ProfileError) as err:
+        mp.load_profile_text(wrapped, "/p/old.yml")
+    assert str(err.value) == ("vllm_service_profile: /p/old.yml holds its profile under vllm_model_profile:, the "
+                              "vars-file form of old; remove that key and dedent the rest so that the file is the "
+                              "profile mapping itself")
+
+
+def test_load_profile_text_invalid_profile_lists_every_problem():
+    text = TINY.replace("max_model_len: 4096", "max_model_len: long").replace("served_name: tiny\n", "") + "tp: 8\n"
+    with pytest.raises(mp.ProfileError) as err:
+        mp.load_profile_text(text, "/p/x.yml")
+    message = str(err.value)
+    assert message.startswith("vllm_service_profile: /p/x.yml is not a valid model profile: ")
+    for problem in ("vllm_service_profile.tp: not a profile key", "vllm_service_profile.served_name: required",
+                    "vllm_service_profile.max_model_len: must be a integer, got str 'long'"):
+        assert problem in message
+    assert message.count("vllm_service_profile.") == 3
+
+
+def test_load_profile_text_with_keys_that_are_not_strings():
+    with pytest.raises(mp.ProfileError) as err:
+        mp.load_profile_text(TINY + "1: one\nfalse: no\n", "/p/x.yml")
+    assert "vllm_service_profile.1: not a profile key" in str(err.value)
+    assert "vllm_service_profile.False: not a profile key" in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["glm5", "kimi_k25", "minimax_m25"])
+def test_load_profile_of_each_shipped_name(name):
+    loaded = mp.load_profile(name, PROFILES)
+    assert loaded == profile(name) and mp.validate_profile(loaded, "vllm_service_profile") == []
+
+
+def test_load_profile_from_an_absolute_path(tmp_path):
+    path = tmp_path / "mine.yml"
+    path.write_text(TINY)
+    assert mp.load_profile(str(path), PROFILES)["served_name"] == "tiny"
+
+
+def test_load_profile_messages_name_the_file(tmp_path):
+    with pytest.raises(mp.ProfileError) as err:
+        mp.load_profile(str(tmp_path / "missing.yml"), PROFILES)
+    assert str(err.value) == "vllm_service_profile: the profile file %s does not exist" % (tmp_path / "missing.yml")
+    with pytest.raises(mp.ProfileError) as err:
+        mp.load_profile(str(tmp_path), PROFILES)
+    assert str(err.value) == "vllm_service_profile: %s is a directory, not a profile file" % tmp_path
+    (tmp_path / "binary.yml").write_bytes(b"name: \xff\xfe\n")
+    with pytest.raises(mp.ProfileError) as err:
+        mp.load_profile(str(tmp_path / "binary.yml"), PROFILES)
+    assert str(err.value) == ("vllm_service_profile: %s is not UTF-8 text (byte 6): not a profile file"
+                              % (tmp_path / "binary.yml"))
+    # A shipped name is named with its file in messages about the content.
+    (tmp_path / "broken.yml").write_text("- a\n")
+    with pytest.raises(mp.ProfileError, match=r"^vllm_service_profile: profile broken \(%s\) holds a list"
+                       % re.escape(str(tmp_path / "broken.yml"))):
+        mp.load_profile("broken", str(tmp_path))
+
+
+def test_load_profile_unreadable_file(tmp_path, monkeypatch):
+    path = tmp_path / "secret.yml"
+    path.write_text(TINY)
+    real_open = open
+
+    def refusing_open(file, *args, **kwargs):
+        if str(file) == str(path):
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *args, **kwargs)
+    monkeypatch.setattr("builtins.open", refusing_open)
+    with pytest.raises(mp.ProfileError) as err:
+        mp.load_profile(str(path), PROFILES)
+    assert str(err.value) == "vllm_service_profile: cannot read the profile file %s: Permission denied" % path

@@ -4,14 +4,22 @@ tests/fixtures/gpu/README.md) and the shipped model profiles and role argument s
 from __future__ import annotations
 
 import copy
+import json
 import os
 
 import pytest
+import role_templating
+import yaml
+from ansible.module_utils.testing import patch_module_args
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar
 
 from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology as topo
 from ansible_collections.moeops.inference.plugins.module_utils import preflight as pf
 from ansible_collections.moeops.inference.plugins.module_utils import role_inputs
+from ansible_collections.moeops.inference.plugins.modules import preflight as preflight_module
 from conftest import SPEC_ROLES as ROLES
+from conftest import ExitJson, FailJson
 from conftest import load_json
 from conftest import role_spec as spec
 from conftest import shipped_profile as profile
@@ -191,7 +199,7 @@ def test_role_inputs_against_the_real_specs():
     values = {"vllm_service": {"vllm_service_port": 70000, "vllm_service_start": "sometimes",
                                "vllm_service_nccl_overrides": {"NCCL_PROTO": 1, "NCCL_ALGO": None, "nccl bad": "x"},
                                "vllm_service_environment": {"CUDA_VISIBLE_DEVICES": 0},
-                               "vllm_service_restart_sec": "soon", "vllm_service_model": profile("kimi_k25")},
+                               "vllm_service_restart_sec": "soon", "vllm_service_profile": "kimi_k25"},
               "vllm": {"vllm_venv": "opt/vllm/venv", "vllm_ca_bundle": "", "vllm_extra_packages": "vllm==1"}}
     report = run(role_specs=specs, role_values=values)
     text = "\n".join(report["problems"])
@@ -291,9 +299,11 @@ def test_every_option_of_every_role_refuses_a_line_break(breaker, what):
                           if p.startswith("%s: %s%s" % (role, name, place)) and ("contains " + what) in p]
                 assert wanted, (role, name, value, report["problems"])
                 assert "ExecStartPre" not in " ".join(wanted)  # the value is never echoed
-                covered.append(name)
-    # Every role's string-carrying options (100 when this was written), not a handful.
-    assert len(set(covered)) >= 100, sorted(set(covered))
+                covered.append((role, name))
+    # Every role's string-carrying options, not a handful: 94 role/option pairs once the second spellings
+    # (vllm_service_venv, model_weights_user, the *_gpu_facts, ...) were removed; a shared name such as
+    # vllm_user counts once for each role that declares it.
+    assert len(set(covered)) >= 94, sorted(set(covered))
 
 
 def test_line_safety_names_the_place_and_keeps_clean_values():
@@ -308,7 +318,270 @@ def test_utilisation_out_of_range_is_named_once_without_memory_advice(gmu):
     specs = {"vllm_service": spec("vllm_service")}
     report = run(gpu_memory_utilization=gmu, role_specs=specs,
                  role_values={"vllm_service": {"vllm_service_gpu_memory_utilization": gmu,
-                                               "vllm_service_model": profile("kimi_k25")}})
+                                               "vllm_service_profile": "kimi_k25"}})
     assert report["problems"] == [
         "vllm_service: vllm_service_gpu_memory_utilization must be above 0 and at most 1 (null takes the profile's), "
         "got %r" % gmu], report["problems"]
+
+
+# --- what this run will do, decided from the roles' variables (was the role's Jinja in vars/main.yml) ---------
+
+NO_HARDWARE = {"backend": "snapshot", "count": 8, "from_hardware": False}  # a simulated node
+HARDWARE = {"backend": "nvml", "count": 8, "from_hardware": True}
+
+
+def decision_specs():
+    return {"nvidia_driver": spec("nvidia_driver"), "model_weights": spec("model_weights"),
+            "vllm_service": spec("vllm_service")}
+
+
+@pytest.mark.parametrize("source, facts_, expected", [
+    ("hf", NO_HARDWARE, True),       # the role downloads them
+    ("http", NO_HARDWARE, True),
+    ("rsync", NO_HARDWARE, True),
+    ("local", NO_HARDWARE, False),   # used where they are: nothing needs room
+    ("local", HARDWARE, False),      # ... and vLLM loads that directory, not a repo id
+    ("none", NO_HARDWARE, False),    # a simulated node never starts vLLM, so nothing downloads
+    ("none", HARDWARE, True),        # vLLM downloads the repo id when the service starts
+])
+def test_auto_checks_the_disk_only_when_this_run_fetches_weights(source, facts_, expected):
+    assert pf.disk_check_decision("auto", source, "auto", facts_["from_hardware"]) is expected
+    # The same through the module's decisions, from the variables it is sent and the GPU facts.
+    assert pf.decide(decision_specs(), {"model_weights_source": source}, facts_, None)["check_disk"] is expected
+
+
+def test_always_and_never_win():
+    assert pf.disk_check_decision("always", "local", "auto", False) is True
+    assert pf.disk_check_decision("never", "hf", "auto", True) is False
+    assert pf.decide(decision_specs(), {"model_weights_source": "local"}, NO_HARDWARE, None, "always")["check_disk"]
+    assert not pf.decide(decision_specs(), {"model_weights_source": "hf"}, HARDWARE, None, "never")["check_disk"]
+
+
+@pytest.mark.parametrize("start, hardware, expected", [
+    ("always", False, True),   # the service starts even on a simulated node: vLLM downloads at start
+    ("never", True, False),    # it never starts: nothing downloads
+    ("auto", True, True),
+    ("auto", False, False),
+])
+def test_auto_follows_whether_the_service_starts(start, hardware, expected):
+    assert pf.disk_check_decision("auto", "none", start, hardware) is expected
+    facts_ = HARDWARE if hardware else NO_HARDWARE
+    assert pf.decide(decision_specs(), {"vllm_service_start": start}, facts_, None)["check_disk"] is expected
+
+
+def test_unset_variables_take_the_role_defaults():
+    # model_weights_source none and vllm_service_start auto are the roles' defaults: the hardware decides.
+    assert pf.decide(decision_specs(), {}, HARDWARE, None)["check_disk"] is True
+    assert pf.decide(decision_specs(), {}, NO_HARDWARE, None)["check_disk"] is False
+    # Without the roles' specs the same defaults hold.
+    assert pf.decide({}, {}, HARDWARE, None)["check_disk"] is True
+
+
+def test_gpus_from_hardware_is_the_facts_own_flag_else_the_backend_rule():
+    assert pf.gpus_from_hardware({"backend": "nvml", "count": 8, "from_hardware": False}) is False
+    assert pf.gpus_from_hardware({"backend": "snapshot", "count": 8, "from_hardware": True}) is True
+    assert pf.gpus_from_hardware({"backend": "nvml", "count": 8}) is True        # facts from before the flag
+    assert pf.gpus_from_hardware({"backend": "nvidia_smi", "count": 0}) is False
+    assert pf.gpus_from_hardware({"backend": "snapshot", "count": 8}) is False
+    assert pf.gpus_from_hardware({}) is False
+    assert pf.gpus_from_hardware(facts("rtxpro6000-x8-2numa")) is False  # a constructed double, replayed
+
+
+@pytest.mark.parametrize("variables, branch, installs", [
+    ({}, 580, True),                                                 # the nvidia_driver role's defaults
+    ({"nvidia_driver_branch": 560}, 560, True),
+    ({"nvidia_driver_branch": "570"}, 570, True),                    # as -e gives it
+    ({"nvidia_driver_branch": "latest"}, None, True),                # the role-input check names it
+    ({"nvidia_driver_branch": True}, None, True),
+    ({"nvidia_driver_install_packages": False}, 580, False),         # decides and renders only
+    ({"nvidia_driver_install_packages": "no"}, 580, False),
+    ({"nvidia_driver_install_packages": "yes"}, 580, True),
+])
+def test_driver_branch_and_install_when_the_driver_role_is_checked(variables, branch, installs):
+    specs = {"nvidia_driver": spec("nvidia_driver")}
+    assert pf.planned_driver_branch(specs, variables) == branch
+    assert pf.installs_driver(specs, variables) is installs
+    got = pf.decide(specs, variables, {}, None)
+    assert (got["driver_branch"], got["installs_driver"]) == (branch, installs)
+
+
+def test_no_driver_decision_without_the_driver_role():
+    specs = {"vllm_service": spec("vllm_service")}
+    variables = {"nvidia_driver_branch": 580, "nvidia_driver_install_packages": True}
+    assert pf.planned_driver_branch(specs, variables) is None
+    assert pf.installs_driver(specs, variables) is False
+    # A checked role whose spec has no default: nothing to install from, packages by the role's rule.
+    assert pf.planned_driver_branch({"nvidia_driver": {}}, {}) is None
+    assert pf.installs_driver({"nvidia_driver": {}}, {}) is True
+
+
+def test_driver_decisions_reach_the_driver_check():
+    old = copy.deepcopy(facts("rtxpro6000-x8-2numa"))
+    old["driver_version"] = "565.57.01"
+    specs = {"nvidia_driver": spec("nvidia_driver")}
+    got = pf.decide(specs, {}, old, profile("kimi_k25"))
+    assert run(gpu_facts=old, driver_branch=got["driver_branch"], installs_driver=got["installs_driver"])["problems"] == []
+    got = pf.decide(specs, {"nvidia_driver_install_packages": False}, old, profile("kimi_k25"))
+    problems = run(gpu_facts=old, driver_branch=got["driver_branch"], installs_driver=got["installs_driver"])["problems"]
+    assert len(problems) == 1 and problems[0].startswith("the loaded driver 565.57.01 (branch 565) cannot drive")
+
+
+KIMI_HF = "/var/cache/vllm/huggingface/hub/models--moonshotai--Kimi-K2.5"
+
+
+@pytest.mark.parametrize("override, variables, expected", [
+    # the explicit preflight_weights_path wins over everything
+    ("/srv/w", {"vllm_service_model_path": "/m", "model_weights_source": "local", "model_weights_local_path": "/l"},
+     "/srv/w"),
+    # then vllm_service_model_path
+    ("", {"vllm_service_model_path": "/m", "model_weights_source": "http", "model_weights_dest": "/d"}, "/m"),
+    # a mirror: its destination, else /var/cache/vllm/models/<model_weights_name or the profile's name>
+    ("", {"model_weights_source": "http", "model_weights_dest": "/d"}, "/d"),
+    ("", {"model_weights_source": "rsync", "model_weights_dest": "/d"}, "/d"),
+    ("", {"model_weights_source": "http", "model_weights_name": "kimi-mine"}, "/var/cache/vllm/models/kimi-mine"),
+    ("", {"model_weights_source": "rsync"}, "/var/cache/vllm/models/kimi-k2.5-int4"),
+    ("", {"model_weights_source": "rsync", "model_weights_dest": "", "model_weights_name": ""},
+     "/var/cache/vllm/models/kimi-k2.5-int4"),
+    # a local source is used where it is
+    ("", {"model_weights_source": "local", "model_weights_local_path": "/l"}, "/l"),
+    ("", {"model_weights_source": "local"}, ""),
+    # nothing staged to a place of its own: the caller takes the profile's source
+    ("", {"model_weights_source": "hf", "model_weights_dest": "/d", "model_weights_local_path": "/l"}, ""),
+    ("", {"model_weights_source": "none"}, ""),
+    ("", {}, ""),
+    # null (or a value of the wrong type, which the role-input check reports) is no path
+    ("", {"vllm_service_model_path": None, "model_weights_source": "local", "model_weights_local_path": "/l"}, "/l"),
+    ("", {"vllm_service_model_path": ["/m"]}, ""),
+])
+def test_weights_path_rule(override, variables, expected):
+    kimi = profile("kimi_k25")
+    assert pf.weights_path(override, decision_specs(), variables, kimi) == expected
+    # decide falls back to the profile's source: the Hugging Face cache's directory for its repository.
+    assert pf.decide(decision_specs(), variables, {}, kimi, weights_override=override)["weights_path"] == \
+        (expected or KIMI_HF)
+
+
+def test_weights_path_without_a_profile_or_a_name():
+    assert pf.weights_path("", {}, {"model_weights_source": "http"}, None) == "/var/cache/vllm/models/"
+    assert pf.decide({}, {}, {}, None)["weights_path"] == ""
+    assert pf.decide({}, {}, {}, "not a profile")["weights_path"] == ""
+    local = dict(profile("kimi_k25"), source="/srv/models/kimi")
+    assert pf.decide({}, {}, {}, local)["weights_path"] == "/srv/models/kimi"
+    assert pf.decide({}, {}, {}, profile("kimi_k25"), hf_home="/hf")["weights_path"] == \
+        "/hf/hub/models--moonshotai--Kimi-K2.5"
+
+
+def test_disk_not_checked_by_choice_says_so():
+    report = run(check_disk=False, disk_check="never", weights={"path": "/w", "present_bytes": 0, "free_bytes": GB})
+    assert report["problems"] == []
+    assert report["checked"]["weights"]["disk"] == "not checked: preflight_disk_check is never"
+
+
+# --- the module: decides from its variables; secrets never reach it ----------------------------------------------
+
+def run_module(args):
+    with patch_module_args(args):
+        with pytest.raises((ExitJson, FailJson)) as exc:
+            preflight_module.main()
+    return exc.type, exc.value.args[0]
+
+
+@pytest.mark.usefixtures("module_exits")
+def test_module_decides_from_its_variables(tmp_path):
+    specs = decision_specs()
+    kind, result = run_module({
+        "gpu_facts": dict(facts("rtxpro6000-x8-2numa"), from_hardware=False), "profile": profile("kimi_k25"),
+        "role_specs": specs, "fail_on_problems": False,
+        "variables": {"nvidia_driver_branch": 560, "model_weights_source": "local",
+                      "model_weights_local_path": str(tmp_path / "kimi")}})
+    assert kind is ExitJson
+    assert result["checked"]["decisions"] == {"driver_branch": 560, "installs_driver": True, "check_disk": False,
+                                              "weights_path": str(tmp_path / "kimi")}
+    assert result["checked"]["weights"]["path"] == str(tmp_path / "kimi")
+    assert any(p.startswith("nvidia_driver_branch 560 cannot drive compute capability 12.0") for p in result["problems"])
+    # The explicit path and the mode win.
+    kind, result = run_module({"gpu_facts": {}, "profile": profile("kimi_k25"), "weights_path": str(tmp_path),
+                               "disk_check": "always", "role_specs": specs, "fail_on_problems": False})
+    assert kind is ExitJson
+    assert result["checked"]["decisions"] == {"driver_branch": 580, "installs_driver": True, "check_disk": True,
+                                              "weights_path": str(tmp_path)}
+
+
+@pytest.mark.usefixtures("module_exits")
+@pytest.mark.parametrize("option, value", [("driver_branch", 580), ("installs_driver", True), ("check_disk", False),
+                                           ("disk_check", "sometimes")])
+def test_module_refuses_the_options_it_decides_itself(option, value):
+    kind, result = run_module({option: value})
+    assert kind is FailJson and option in result["msg"]
+
+
+def module_task():
+    with open(os.path.join(role_templating.ROLES, "preflight", "tasks", "main.yml")) as f:
+        return next(t for t in yaml.safe_load(f) if "moeops.inference.preflight" in t)
+
+
+SECRETS = {
+    "vllm_service_hf_token": "hf_SECRET_1",               # no_log options of the real specs
+    "vllm_service_api_key": "SECRET_2",
+    "model_weights_token": "SECRET_3",                    # by name only
+    "vllm_index_password": "SECRET_4",
+    "model_weights_mirror_secret": "SECRET_5",
+    "nvidia_driver_repo_api_key": "SECRET_6",
+    "gpu_facts_other_token": {"nested": "SECRET_7"},
+}
+
+
+def module_args(specs=None, **variables):
+    """The preflight module's arguments as the role's task renders them (its vars over the role's
+    defaults and vars, over `variables` as inventory would set them)."""
+    task = module_task()
+    data = role_templating.role_vars("preflight", **variables)
+    data.update(ansible_facts={"distribution": "Debian", "distribution_version": "12.8",
+                               "distribution_major_version": "12", "os_family": "Debian", "nvidia_gpu": HARDWARE},
+                _preflight_profile=profile("kimi_k25"), _preflight_profile_error="")
+    data.update(role_templating.trusted(task["vars"]))
+    if specs is not None:
+        data["_preflight_role_specs"] = specs
+    return Templar(loader=DataLoader(), variables=data).template(role_templating.trusted(task["moeops.inference.preflight"]))
+
+
+def test_secrets_are_never_sent_to_the_module():
+    args = module_args(vllm_service_port=8001, nvidia_driver_branch=575, model_weights_source="http", **SECRETS)
+    sent = json.dumps(args, default=str)
+    assert "SECRET" not in sent, [k for k in args["variables"] if "SECRET" in json.dumps(args["variables"][k])]
+    assert not set(SECRETS) & set(args["variables"])
+    # ... while everything else with a checked role's prefix is, so the module can decide from it.
+    assert args["variables"]["vllm_service_port"] == 8001
+    assert args["variables"]["nvidia_driver_branch"] == 575
+    assert args["variables"]["model_weights_source"] == "http"
+    assert args["variables"]["vllm_service_profile"] == "kimi_k25"  # the role's default
+    assert sorted(args["role_specs"]) == sorted(args_roles())
+    assert args["disk_check"] == "auto" and args["weights_path"] == ""
+
+
+def args_roles():
+    with open(os.path.join(role_templating.ROLES, "preflight", "defaults", "main.yml")) as f:
+        return yaml.safe_load(f)["preflight_roles"]
+
+
+def test_no_log_options_are_never_sent_whatever_their_name():
+    specs = {"vllm_service": dict(spec("vllm_service"), vllm_service_session={"type": "str", "no_log": True},
+                                  vllm_service_plain={"type": "str", "no_log": False})}
+    args = module_args(specs=specs, preflight_roles=["vllm_service"], vllm_service_session="SECRET_8",
+                       vllm_service_plain="shown")
+    assert "SECRET" not in json.dumps(args, default=str)
+    assert args["variables"]["vllm_service_plain"] == "shown"
+    assert "vllm_service_session" not in args["variables"]
+
+
+def test_nothing_to_send_is_an_empty_mapping():
+    args = module_args(specs={"ray_cluster": {}}, preflight_roles=["ray_cluster"])
+    assert args["variables"] == {}
+
+
+def test_role_vars_hold_constants_only():
+    with open(os.path.join(role_templating.ROLES, "preflight", "vars", "main.yml")) as f:
+        text = f.read()
+    assert "{{" not in text and "{%" not in text
+    with open(os.path.join(role_templating.ROLES, "preflight", "tasks", "main.yml")) as f:
+        assert len(f.read().splitlines()) <= 80

@@ -17,20 +17,20 @@ ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..")
 
 def problems(role, **values):
     if role == "vllm_service":  # its one required option
-        values.setdefault("vllm_service_model", shipped_profile("kimi_k25"))
+        values.setdefault("vllm_service_profile", "kimi_k25")
     return ri.role_input_problems(role, spec(role), values)
 
 
 @pytest.mark.parametrize("role, name, value", [
-    ("vllm_service", "vllm_service_user", "root"),
-    ("vllm_service", "vllm_service_user", ""),
-    ("vllm_service", "vllm_service_group", "root"),
+    ("vllm_service", "vllm_user", "root"),
+    ("vllm_service", "vllm_user", ""),
+    ("vllm_service", "vllm_group", "root"),
     ("vllm", "vllm_user", "root"),
     ("vllm", "vllm_user", "Vllm"),
     ("vllm", "vllm_group", "0"),
-    ("model_weights", "model_weights_user", "root"),
+    ("model_weights", "vllm_user", "root"),
     ("nvidia_persistenced", "nvidia_persistenced_user", "root"),
-    ("ray_cluster", "ray_cluster_user", "root"),
+    ("ray_cluster", "vllm_user", "root"),
 ])
 def test_accounts_are_unprivileged_names(role, name, value):
     assert problems(role, **{name: value}) == [
@@ -104,11 +104,11 @@ def test_ordinary_environment_passes():
      "vllm_service_extra_args must be a list, got the string '--enforce-eager'; from the command line pass JSON: "
      "-e '{\"vllm_service_extra_args\": [\"...\"]}'"),
     ("vllm_service_nccl_overrides", "NCCL_PROTO=LL", "vllm_service_nccl_overrides must be a dict, got the string"),
-    ("vllm_service_hf_home", "~/hf", "vllm_service_hf_home must be an absolute path, got '~/hf'"),
-    ("vllm_service_hf_home", "/var/cache/../hf/",
-     "vllm_service_hf_home must be a normalised absolute path (no '..', '.' or '//'), got "
+    ("vllm_hf_home", "~/hf", "vllm_hf_home must be an absolute path, got '~/hf'"),
+    ("vllm_hf_home", "/var/cache/../hf/",
+     "vllm_hf_home must be a normalised absolute path (no '..', '.' or '//'), got "
      "'/var/cache/../hf/'; use '/var/hf'"),
-    ("vllm_service_hf_home", "/var//hf", "got '/var//hf'; use '/var/hf'"),
+    ("vllm_hf_home", "/var//hf", "got '/var//hf'; use '/var/hf'"),
     ("vllm_service_gpu_memory_utilization", 0, "vllm_service_gpu_memory_utilization must be above 0 and at most 1"),
     ("vllm_service_gpu_memory_utilization", 1.5, "got 1.5"),
     ("vllm_service_gpu_memory_utilization", -0.5, "got -0.5"),
@@ -125,7 +125,7 @@ def test_values_the_role_would_convert_or_drop_are_refused(name, value, message)
 @pytest.mark.parametrize("name, value", [
     ("vllm_service_port", 8000), ("vllm_service_port", "8000"), ("vllm_service_gpu_memory_utilization", 1),
     ("vllm_service_gpu_memory_utilization", "0.9"), ("vllm_service_restart_sec", 0), ("vllm_service_health_timeout", None),
-    ("vllm_service_hf_home", "/var/cache/vllm/huggingface"), ("vllm_service_hf_home", "/var/cache/vllm/"),
+    ("vllm_hf_home", "/var/cache/vllm/huggingface"), ("vllm_hf_home", "/var/cache/vllm/"),
     ("vllm_service_extra_args", []),
     ("vllm_service_nccl_overrides", {"NCCL_PROTO": None}),
 ])

@@ -43,7 +43,7 @@ SOURCES = {
         "NCCL_ALGO": {"value": "Ring", "source": "policy", "rule": "pcie_latency", "reason": "PCIe latency"},
         "NCCL_P2P_LEVEL": {"value": "SYS", "source": "policy", "rule": "p2p_level", "reason": "far pairs"},
         "NCCL_PROTO": {"value": "LL", "source": "policy", "rule": "pcie_latency", "reason": "PCIe latency"},
-        "HF_HOME": {"source": "variable", "rule": "vllm_service_hf_home", "reason": ""},
+        "HF_HOME": {"source": "variable", "rule": "vllm_hf_home", "reason": ""},
     },
     "args": {"--tensor-parallel-size": {"source": "policy", "rule": "parallel_layout", "reason": "power of two"}},
 }

@@ -1,0 +1,603 @@
+# -*- coding: utf-8 -*-
+"""vllm_service_plan: everything the vllm_service role derives, from the role's inputs.
+
+GPU facts: the REAL H200 capture (tests/fixtures/gpu/real/h200-x1-device.nvml.snapshot.json, one GPU, compute
+capability 9.0) wherever one GPU will do, "as read on the node" being that capture with the backend it was read
+with (nvml) and gpu_facts' from_hardware; the CONSTRUCTED 8-GPU doubles (tests/fixtures/gpu/constructed) where
+a test needs several GPUs or compute capability 12.0, for which no capture exists.  Profiles: the shipped ones.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+
+import pytest
+import yaml
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.moeops.inference.plugins.filter.model_profile import FilterModule as ProfileFilters
+from ansible_collections.moeops.inference.plugins.filter.vllm_service import FilterModule
+from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology as topo
+from ansible_collections.moeops.inference.plugins.module_utils import vllm_service_plan as vsp
+from ansible_collections.moeops.inference.plugins.module_utils.vllm_settings import serve_settings
+from conftest import FIXTURES, REPO, load_json, role_spec, shipped_profile
+
+# The role's own hardening defaults (plain YAML, no templating in them).
+with open(os.path.join(REPO, "roles", "vllm_service", "defaults", "main.yml")) as _f:
+    HARDENING = yaml.safe_load(_f)["vllm_service_hardening"]
+
+TINY = {"name": "tiny", "source": "org/tiny", "served_name": "tiny", "max_model_len": 4096,
+        "gpu_memory_utilization": 0.9, "quantization": "bf16", "weights_size_gb": 1, "min_gpu_memory_gb": 1,
+        "hidden_size": 64, "num_attention_heads": 4}
+SNAP = "/var/cache/vllm/huggingface/hub/models--org--tiny/snapshots/" + "a" * 40
+
+
+def h200_snapshot():
+    """The real H200 capture replayed (backend snapshot), as gpu_facts returns it with backend=snapshot."""
+    return topo.from_snapshot(load_json("real", "h200-x1-device.nvml.snapshot.json"), "h200-x1-device")
+
+
+def h200():
+    """The real H200 as gpu_facts read it on that machine: the capture's backend (nvml) and from_hardware."""
+    facts = h200_snapshot()
+    assert facts["snapshot"]["captured"]["backend"] == "nvml"
+    facts["backend"] = "nvml"
+    facts["from_hardware"] = topo.from_hardware(facts)
+    return facts
+
+
+def constructed(name):
+    return topo.from_snapshot(load_json("constructed", name + ".json"), name)
+
+
+def rtxpro_x8():
+    return constructed("rtxpro6000-x8-2numa")  # compute capability 12.0, PCIe across two sockets
+
+
+def h100_x8():
+    return constructed("h100sxm-x8-nvswitch")  # compute capability 9.0, NVSwitch
+
+
+def inputs(**over):
+    """The role's defaults (defaults/main.yml) as plan inputs, on the real H200 with Kimi-K2.5."""
+    base = dict(profile=shipped_profile("kimi_k25"), facts=h200(), name="vllm", venv="/opt/vllm/venv",
+                hf_home="/var/cache/vllm/huggingface", home="/var/lib/vllm", host="127.0.0.1", port=8000,
+                start="auto", health_timeout_base=600, weights_read_mb_per_s=200, hardening=HARDENING,
+                api_key_given=False, stage_dir="/var/lib/moeops/staging", restart_sec=30)
+    base.update(over)
+    return base
+
+
+def plan(**over):
+    return vsp.plan(inputs(**over))
+
+
+def option(args, flag):
+    return args[args.index(flag) + 1]
+
+
+# --------------------------------------------------------------------------- the whole result
+
+def test_the_result_has_every_output_and_is_plain_data():
+    result = plan()
+    assert tuple(result) == vsp.OUTPUTS
+    assert json.loads(json.dumps(result)) == result
+
+
+def test_every_role_variable_named_is_an_option_of_the_role():
+    options = role_spec("vllm_service")
+    named = [var for var, _required in vsp.INPUTS.values() if re.match(r"^vllm_[a-z_]+$", var)]
+    assert len(named) > 20
+    assert [var for var in named if var not in options] == []
+
+
+def test_the_filter_returns_the_plan_and_turns_errors_into_filter_errors():
+    flt = FilterModule().filters()["vllm_service_plan"]
+    assert flt(inputs()) == plan()
+    with pytest.raises(AnsibleFilterError, match=r"^vllm_service_plan: vllm_service_nccl_overrides\.NCCL_PROTO must be a string"):
+        flt(inputs(nccl_overrides={"NCCL_PROTO": 1}))
+    with pytest.raises(AnsibleFilterError, match="expected a mapping of the vllm_service role's inputs, got list"):
+        flt([])
+
+
+# --------------------------------------------------------------------------- hardening
+
+def test_default_hardening_has_the_cuda_compatible_sandbox():
+    h = vsp.plan(inputs(facts=rtxpro_x8()))["hardening"]
+    assert h["NoNewPrivileges"] is True and h["ProtectSystem"] == "strict" and h["DevicePolicy"] == "closed"
+    assert h["RestrictAddressFamilies"] == "AF_UNIX AF_INET AF_INET6 AF_NETLINK"
+    assert h["LimitMEMLOCK"] == "infinity" and h["UMask"] == "0027"
+    # The GPUs' nodes come from the facts, after the control and unified-memory devices.
+    assert h["DeviceAllow"][:4] == ["/dev/nvidiactl rw", "/dev/nvidia-uvm rw", "/dev/nvidia-uvm-tools rw",
+                                    "char-nvidia-caps rw"]
+    assert h["DeviceAllow"][4:] == ["/dev/nvidia%d rw" % i for i in range(8)]
+    assert "MemoryDenyWriteExecute" not in h and "PrivateDevices" not in h
+    # Everything else is the role's directive as given; the input is not changed.
+    assert {k: v for k, v in h.items() if k != "DeviceAllow"} == {k: v for k, v in HARDENING.items() if k != "DeviceAllow"}
+    assert len(HARDENING["DeviceAllow"]) == 4
+
+
+def test_device_nodes_follow_the_gpus_read():
+    assert plan()["hardening"]["DeviceAllow"][4:] == ["/dev/nvidia0 rw"]  # the real H200: one GPU
+    assert plan(facts=topo.no_gpu_facts("no driver"))["hardening"]["DeviceAllow"] == HARDENING["DeviceAllow"]
+
+
+def test_each_directive_switches_off_or_changes_alone():
+    h = plan(hardening_overrides={"SystemCallFilter": None, "UMask": "0077", "ProtectHome": "read-only",
+                                  "MemoryDenyWriteExecute": True})["hardening"]
+    assert "SystemCallFilter" not in h
+    assert (h["UMask"], h["ProtectHome"], h["NoNewPrivileges"]) == ("0077", "read-only", True)
+    assert h["MemoryDenyWriteExecute"] is True
+    assert "DeviceAllow" not in plan(hardening_overrides={"DeviceAllow": None})["hardening"]
+
+
+def test_device_allow_given_as_one_string_or_replaced_still_gets_the_gpus():
+    assert plan(hardening=dict(HARDENING, DeviceAllow="/dev/nvidiactl rw"))["hardening"]["DeviceAllow"] == [
+        "/dev/nvidiactl rw", "/dev/nvidia0 rw"]
+    over = plan(facts=h100_x8(), hardening_overrides={"DeviceAllow": ["char-nvidia-caps rw"]})["hardening"]
+    assert over["DeviceAllow"] == ["char-nvidia-caps rw"] + ["/dev/nvidia%d rw" % i for i in range(8)]
+
+
+def test_no_device_allow_in_the_directives_adds_no_device_nodes():
+    bare = {k: v for k, v in HARDENING.items() if k != "DeviceAllow"}
+    assert "DeviceAllow" not in plan(hardening=bare)["hardening"]
+    assert plan(hardening={}, hardening_overrides={})["hardening"] == {}
+
+
+# --------------------------------------------------------------------------- API key, loopback, health URL
+
+@pytest.mark.parametrize("host,key,generate", [
+    ("127.0.0.1", False, False), ("localhost", False, False), ("::1", False, False), ("127.0.1.1", False, False),
+    ("0.0.0.0", False, True), ("10.0.0.5", False, True), ("::", False, True), ("0.0.0.0", True, False),
+    ("10.0.0.5", True, False), ("127.0.0.1", True, False),
+])
+def test_a_key_is_generated_only_beyond_loopback_without_one(host, key, generate):
+    result = plan(host=host, api_key_given=key)
+    assert result["generate_api_key"] is generate
+    assert result["loopback"] is (host in ("127.0.0.1", "localhost", "::1", "127.0.1.1"))
+
+
+@pytest.mark.parametrize("host,url", [
+    ("0.0.0.0", "http://127.0.0.1:8001/health"), ("::", "http://127.0.0.1:8001/health"),
+    ("", "http://127.0.0.1:8001/health"), ("127.0.0.1", "http://127.0.0.1:8001/health"),
+    ("10.0.0.5", "http://10.0.0.5:8001/health"), ("localhost", "http://localhost:8001/health"),
+    ("::1", "http://[::1]:8001/health"), ("fd00::5", "http://[fd00::5]:8001/health"),
+])
+def test_health_is_polled_on_loopback_for_a_wildcard_bind(host, url):
+    assert plan(host=host, port=8001)["health_url"] == url
+
+
+def test_no_secret_reaches_the_args_or_the_environment():
+    # The plan never gets a key or a token (only whether a key is given): argv and Environment= carry none;
+    # they go to the root-only environment file (tests/unit/roles/test_vllm_service_safety.py).
+    for key in (True, False):
+        result = plan(host="0.0.0.0", api_key_given=key, facts=rtxpro_x8(), tensor_parallel_size=8)
+        assert not [a for a in result["args"] if a.startswith(("--api-key", "--hf-token"))]
+        assert "VLLM_API_KEY" not in result["environment"] and "HF_TOKEN" not in result["environment"]
+
+
+# --------------------------------------------------------------------------- health timeout, start limit
+
+@pytest.mark.parametrize("over,seconds", [
+    ({}, 600 + 3047),  # Kimi-K2.5, 595 GB at 200 MB/s: ceil(3046.4)
+    ({"health_timeout": 900}, 900),
+    ({"health_timeout": "900"}, 900),  # as -e passes it
+    ({"weights_read_mb_per_s": 1000}, 600 + 610),  # ceil(609.28)
+    ({"health_timeout_base": 0}, 3047),
+    ({"profile": shipped_profile("glm5")}, 600 + 2253),  # 440 GB: ceil(2252.8)
+    ({"profile": dict(TINY, weights_size_gb=0.5)}, 600 + 3),  # ceil(2.56)
+])
+def test_health_timeout_is_sized_from_the_weights(over, seconds):
+    assert plan(**over)["health_timeout"] == seconds
+
+
+def test_without_a_weights_size_the_health_timeout_is_an_hour():
+    assert vsp.health_timeout(None, 0, 600, 200) == 3600
+    assert vsp.health_timeout(None, None, 600, 200) == 3600
+    assert vsp.health_timeout(900, None, 600, 200) == 900
+    assert vsp.health_timeout(None, 595, 600, 200) == 600 + math.ceil(595 * 1024 / 200)
+    # A profile without a size does not reach the plan: the profile check names the key.
+    with pytest.raises(ValueError, match=r"vllm_service_profile\.weights_size_gb: must be above 0"):
+        plan(profile=dict(TINY, weights_size_gb=0))
+
+
+@pytest.mark.parametrize("over,seconds", [
+    ({}, 3647),  # the health timeout is longer than 10 restart delays
+    ({"health_timeout": 100}, 300),  # 10 x 30 s
+    ({"health_timeout": 100, "restart_sec": 0}, 100),
+    ({"health_timeout": 900, "restart_sec": 120}, 1200),
+])
+def test_start_limit_interval_outlasts_both_the_restarts_and_the_load(over, seconds):
+    assert plan(**over)["start_limit_interval"] == seconds
+
+
+# --------------------------------------------------------------------------- start decisions
+
+def test_gpus_read_on_the_node_start_the_service():
+    result = plan()
+    assert (result["from_hardware"], result["start"], result["why_not_started"]) == (True, True, "")
+
+
+def test_a_replayed_snapshot_is_not_started_and_says_why():
+    result = plan(facts=h200_snapshot())
+    assert result["from_hardware"] is False and result["start"] is False
+    assert result["why_not_started"] == "GPUs replayed from a snapshot, not read from hardware"
+    # The snapshot's reason wins over "never".
+    assert plan(facts=h200_snapshot(), start="never")["why_not_started"] == \
+        "GPUs replayed from a snapshot, not read from hardware"
+    assert plan(facts=rtxpro_x8())["why_not_started"] == "GPUs replayed from a snapshot, not read from hardware"
+
+
+@pytest.mark.parametrize("start,facts,started,why", [
+    ("never", h200, False, "vllm_service_start is never"),
+    ("always", h200_snapshot, True, ""),
+    ("always", lambda: topo.no_gpu_facts("no driver"), True, ""),
+    ("auto", lambda: topo.no_gpu_facts("no driver"), False, "no GPU read"),
+    ("auto", lambda: dict(h200(), from_hardware=False), False, "no GPU read"),
+])
+def test_start_decisions(start, facts, started, why):
+    result = plan(start=start, facts=facts())
+    assert (result["start"], result["why_not_started"]) == (started, why)
+
+
+def test_facts_without_from_hardware_fall_back_to_the_backend():
+    facts = h200()
+    del facts["from_hardware"]
+    assert plan(facts=facts)["from_hardware"] is True
+    assert plan(facts=dict(facts, backend="nvidia_smi"))["from_hardware"] is True
+    assert plan(facts=dict(facts, count=0, gpus=[], pairs=[]))["from_hardware"] is False
+    # gpu_facts' own boolean wins over the backend.
+    assert plan(facts=dict(h200_snapshot(), from_hardware=True))["start"] is True
+
+
+# --------------------------------------------------------------------------- tensor parallel and layout
+
+def test_tensor_parallel_size_from_the_layout_or_given():
+    one = plan()
+    assert one["tensor_parallel_size"] == 1 == one["layout"]["tensor_parallel_size"]
+    assert option(one["args"], "--tensor-parallel-size") == "1"
+    assert one["arg_sources"]["--tensor-parallel-size"] == {
+        "source": "policy", "rule": "parallel_layout", "reason": one["layout"]["reasons"]["tensor_parallel_size"]}
+    assert "the 1 GPU(s)" in one["layout"]["reasons"]["tensor_parallel_size"]
+    eight = plan(facts=rtxpro_x8())
+    assert eight["tensor_parallel_size"] == 8 and option(eight["args"], "--tensor-parallel-size") == "8"
+    given = plan(facts=rtxpro_x8(), tensor_parallel_size=4)
+    assert given["tensor_parallel_size"] == 4 and given["layout"]["tensor_parallel_size"] == 8
+    assert option(given["args"], "--tensor-parallel-size") == "4"
+    assert given["arg_sources"]["--tensor-parallel-size"] == {
+        "source": "inventory", "rule": "vllm_service_tensor_parallel_size", "reason": ""}
+    assert plan(facts=rtxpro_x8(), tensor_parallel_size="2")["tensor_parallel_size"] == 2  # from -e
+
+
+def test_layout_is_the_topology_policys():
+    nvswitch = plan(facts=h100_x8())["layout"]
+    assert (nvswitch["expert_parallel"], nvswitch["custom_all_reduce"]) == (True, True)
+    pcie = plan(facts=rtxpro_x8())["layout"]
+    assert (pcie["expert_parallel"], pcie["custom_all_reduce"]) == (False, False)
+
+
+# --------------------------------------------------------------------------- vllm serve arguments and sources
+
+def sources_for(result):
+    """Every setting of the argv as the settings report reads it, and the source the plan gives it."""
+    keys = list(serve_settings([result["executable"]] + result["args"]))
+    assert list(result["arg_sources"]) == keys
+    return result["arg_sources"]
+
+
+def test_glm5_on_compute_capability_12_every_argument_and_its_source():
+    result = plan(profile=shipped_profile("glm5"), facts=rtxpro_x8(), host="0.0.0.0",
+                  extra_args=["--enable-expert-parallel", "--max-num-seqs=64"])
+    assert result["executable"] == "/opt/vllm/venv/bin/vllm"
+    assert result["args"] == [
+        "serve", "nvidia/GLM-5-NVFP4", "--served-model-name", "glm-5", "--tensor-parallel-size", "8",
+        "--max-model-len", "131072", "--gpu-memory-utilization", "0.9",
+        "--enable-auto-tool-choice", "--tool-call-parser", "glm47", "--reasoning-parser", "glm45",
+        "--chat-template-content-format", "string",
+        "--kv-cache-dtype", "bfloat16", "--disable-custom-all-reduce",
+        "--host", "0.0.0.0", "--port", "8000", "--enable-expert-parallel", "--max-num-seqs=64"]
+    reason = shipped_profile("glm5")["compute_capability_constraints"][0]["reason"]
+
+    def prof(key, why=""):
+        return {"source": "profile", "rule": "glm-5-nvfp4." + key, "reason": why}
+
+    inventory = {"source": "inventory", "rule": "vllm_service_extra_args", "reason": ""}
+    assert sources_for(result) == {
+        "executable": {"source": "variable", "rule": "vllm_venv", "reason": ""},
+        "subcommand": {"source": "role", "rule": "vllm.service.j2", "reason": ""},
+        "model": prof("source"),
+        "--served-model-name": prof("served_name"),
+        "--tensor-parallel-size": {"source": "policy", "rule": "parallel_layout",
+                                   "reason": result["layout"]["reasons"]["tensor_parallel_size"]},
+        "--max-model-len": prof("max_model_len"),
+        "--gpu-memory-utilization": prof("gpu_memory_utilization"),
+        "--enable-auto-tool-choice": prof("tool_call_parser"),
+        "--tool-call-parser": prof("tool_call_parser"),
+        "--reasoning-parser": prof("reasoning_parser"),
+        "--chat-template-content-format": prof("chat_template_content_format"),
+        "--kv-cache-dtype": prof("compute_capability_constraints[0]", reason),
+        "--disable-custom-all-reduce": prof("compute_capability_constraints[0]", reason),
+        "--host": {"source": "variable", "rule": "vllm_service_host", "reason": ""},
+        "--port": {"source": "variable", "rule": "vllm_service_port", "reason": ""},
+        "--enable-expert-parallel": inventory,
+        "--max-num-seqs": inventory,
+    }
+
+
+def test_the_compute_capability_constraint_applies_on_12_0_only():
+    glm5 = shipped_profile("glm5")
+    on_12 = plan(profile=glm5, facts=rtxpro_x8())
+    assert option(on_12["args"], "--kv-cache-dtype") == "bfloat16" and "--disable-custom-all-reduce" in on_12["args"]
+    assert on_12["model_settings"]["compute_capabilities"] == ["12.0"]
+    assert on_12["model_settings"]["kv_cache_dtype"] == "bfloat16"
+    assert on_12["model_settings"]["disable_custom_all_reduce"] is True
+    assert on_12["model_settings"]["applied"] == [
+        "compute capability 12.0: --kv-cache-dtype bfloat16, --disable-custom-all-reduce (%s)"
+        % glm5["compute_capability_constraints"][0]["reason"]]
+    on_9 = plan(profile=glm5, facts=h100_x8())
+    assert "--kv-cache-dtype" not in on_9["args"] and "--disable-custom-all-reduce" not in on_9["args"]
+    assert "--kv-cache-dtype" not in on_9["arg_sources"] and on_9["model_settings"]["applied"] == []
+    assert on_9["model_settings"]["compute_capabilities"] == ["9.0"]
+
+
+def test_a_constraints_extra_args_and_a_profile_kv_cache_dtype_have_their_sources():
+    profile = dict(TINY, kv_cache_dtype="fp8", extra_args=["--enforce-eager"], compute_capability_constraints=[
+        {"compute_capabilities": ["8.0"], "reason": "not these GPUs", "kv_cache_dtype": "auto"},
+        {"compute_capabilities": ["9.0"], "reason": "Hopper needs it", "extra_args": ["--max-num-batched-tokens", "8192"]}])
+    result = plan(profile=profile)
+    assert result["args"][10:] == ["--kv-cache-dtype", "fp8", "--enforce-eager", "--max-num-batched-tokens", "8192",
+                                   "--host", "127.0.0.1", "--port", "8000"]
+    src = sources_for(result)
+    assert src["--kv-cache-dtype"] == {"source": "profile", "rule": "tiny.kv_cache_dtype", "reason": ""}
+    assert src["--enforce-eager"] == {"source": "profile", "rule": "tiny.extra_args", "reason": ""}
+    assert src["--max-num-batched-tokens"] == {
+        "source": "profile", "rule": "tiny.compute_capability_constraints[1].extra_args", "reason": "Hopper needs it"}
+    # The inventory's extra argument comes last and wins, in vLLM and in the sources.
+    again = plan(profile=profile, extra_args=["--max-num-batched-tokens", "4096"])
+    assert again["args"][-2:] == ["--max-num-batched-tokens", "4096"]
+    assert again["arg_sources"]["--max-num-batched-tokens"]["source"] == "inventory"
+
+
+def test_kimi_on_the_real_h200_every_argument_and_its_source():
+    result = plan(max_model_len=65536, gpu_memory_utilization=0.85)
+    assert result["args"] == [
+        "serve", "moonshotai/Kimi-K2.5", "--served-model-name", "kimi-k2.5", "--tensor-parallel-size", "1",
+        "--max-model-len", "65536", "--gpu-memory-utilization", "0.85", "--trust-remote-code",
+        "--enable-auto-tool-choice", "--tool-call-parser", "kimi_k2", "--reasoning-parser", "kimi_k2",
+        "--mm-encoder-tp-mode", "data", "--host", "127.0.0.1", "--port", "8000"]
+
+    def prof(key):
+        return {"source": "profile", "rule": "kimi-k2.5-int4." + key, "reason": ""}
+
+    assert sources_for(result) == {
+        "executable": {"source": "variable", "rule": "vllm_venv", "reason": ""},
+        "subcommand": {"source": "role", "rule": "vllm.service.j2", "reason": ""},
+        "model": prof("source"),
+        "--served-model-name": prof("served_name"),
+        "--tensor-parallel-size": {"source": "policy", "rule": "parallel_layout",
+                                   "reason": result["layout"]["reasons"]["tensor_parallel_size"]},
+        "--max-model-len": {"source": "inventory", "rule": "vllm_service_max_model_len", "reason": ""},
+        "--gpu-memory-utilization": {"source": "inventory", "rule": "vllm_service_gpu_memory_utilization", "reason": ""},
+        "--trust-remote-code": prof("trust_remote_code"),
+        "--enable-auto-tool-choice": prof("tool_call_parser"),
+        "--tool-call-parser": prof("tool_call_parser"),
+        "--reasoning-parser": prof("reasoning_parser"),
+        "--mm-encoder-tp-mode": prof("extra_args"),
+        "--host": {"source": "variable", "rule": "vllm_service_host", "reason": ""},
+        "--port": {"source": "variable", "rule": "vllm_service_port", "reason": ""},
+    }
+
+
+def test_null_or_zero_inventory_values_take_the_profiles():
+    for over in ({}, {"max_model_len": None, "gpu_memory_utilization": None}, {"max_model_len": 0, "gpu_memory_utilization": 0}):
+        result = plan(**over)
+        assert option(result["args"], "--max-model-len") == "131072"
+        assert option(result["args"], "--gpu-memory-utilization") == "0.92"
+        assert result["arg_sources"]["--max-model-len"]["source"] == "profile"
+
+
+def test_default_loads_the_profiles_source():
+    result = plan(profile=TINY)
+    assert result["args"][:2] == ["serve", "org/tiny"]
+    assert option(result["args"], "--served-model-name") == "tiny"
+    assert result["arg_sources"]["model"] == {"source": "profile", "rule": "tiny.source", "reason": ""}
+
+
+def test_model_path_replaces_the_source_and_keeps_the_served_name():
+    for model_path in (SNAP, SNAP + "/"):
+        args = plan(profile=TINY, model_path=model_path)["args"]
+        assert args[:2] == ["serve", model_path]
+        assert args.count(model_path) == 1 and "org/tiny" not in args
+        assert option(args, "--served-model-name") == "tiny"
+    assert plan(profile=TINY, model_path=SNAP)["arg_sources"]["model"] == {
+        "source": "variable", "rule": "vllm_service_model_path", "reason": "the staged weights"}
+    # Empty or null: the profile's source.
+    for empty in ("", None):
+        assert plan(profile=TINY, model_path=empty)["args"][1] == "org/tiny"
+
+
+def test_a_pinned_revision_applies_to_the_source_only():
+    pinned = dict(TINY, revision="0123abc")
+    result = plan(profile=pinned)
+    assert option(result["args"], "--revision") == "0123abc"
+    assert result["arg_sources"]["--revision"] == {"source": "profile", "rule": "tiny.revision", "reason": ""}
+    staged = plan(profile=pinned, model_path=SNAP)
+    assert "--revision" not in staged["args"] and "--revision" not in staged["arg_sources"]
+
+
+def test_chat_template_arguments_have_their_sources():
+    profile = dict(TINY, chat_template="/etc/vllm/tiny.jinja", default_chat_template_kwargs={"enable_thinking": False})
+    result = plan(profile=profile)
+    assert option(result["args"], "--default-chat-template-kwargs") == '{"enable_thinking":false}'
+    src = sources_for(result)
+    assert src["--chat-template"]["rule"] == "tiny.chat_template"
+    assert src["--default-chat-template-kwargs"]["rule"] == "tiny.default_chat_template_kwargs"
+    assert {s["source"] for s in src.values()} == {"profile", "variable", "role", "policy"}
+
+
+# --------------------------------------------------------------------------- Ray
+
+def test_ray_appends_the_executor_and_the_pipeline_stages():
+    result = plan(facts=rtxpro_x8(), host="0.0.0.0", ray_address="10.0.0.1:6379", pipeline_parallel_size=2,
+                  ray_environment={"NCCL_SOCKET_IFNAME": "=enp1s0", "GLOO_SOCKET_IFNAME": "enp1s0"})
+    assert result["args"][-4:] == ["--distributed-executor-backend", "ray", "--pipeline-parallel-size", "2"]
+    assert option(result["args"], "--tensor-parallel-size") == "8"  # the GPUs of one node
+    src = sources_for(result)
+    assert src["--distributed-executor-backend"]["rule"] == "vllm_service_ray_address"
+    assert "10.0.0.1:6379" in src["--distributed-executor-backend"]["reason"]
+    assert src["--pipeline-parallel-size"] == {"source": "variable", "rule": "vllm_service_pipeline_parallel_size",
+                                               "reason": "pipeline stages across the Ray nodes"}
+    assert result["environment"]["RAY_ADDRESS"] == "10.0.0.1:6379"
+    assert result["environment"]["NCCL_SOCKET_IFNAME"] == "=enp1s0"
+    assert result["environment_sources"]["RAY_ADDRESS"] == {"source": "variable", "rule": "vllm_service_ray_address",
+                                                            "reason": ""}
+    assert result["environment_sources"]["GLOO_SOCKET_IFNAME"] == {
+        "source": "variable", "rule": "vllm_service_ray_environment", "reason": ""}
+    assert plan(ray_address="h:6379", pipeline_parallel_size="3")["args"][-1] == "3"  # from -e
+    assert plan(ray_address="h:6379")["args"][-1] == "1"
+
+
+def test_one_node_has_no_ray_arguments_or_environment():
+    result = plan(ray_environment={"NCCL_SOCKET_IFNAME": "=enp1s0"}, pipeline_parallel_size=2)
+    assert "--distributed-executor-backend" not in result["args"] and "--pipeline-parallel-size" not in result["args"]
+    assert "RAY_ADDRESS" not in result["environment"] and "NCCL_SOCKET_IFNAME" not in result["environment"]
+    assert plan(ray_address=None)["args"] == plan()["args"]
+
+
+# --------------------------------------------------------------------------- environment
+
+def test_environment_in_the_units_order_and_its_sources():
+    result = plan(facts=rtxpro_x8(), environment={"VLLM_LOGGING_LEVEL": "DEBUG", "NCCL_PROTO": "Simple"},
+                  nccl_overrides={"NCCL_ALGO": None, "NCCL_DEBUG": "WARN"})
+    env, src = result["environment"], result["environment_sources"]
+    assert list(env) == ["HF_HOME", "NCCL_PROTO", "VLLM_LOGGING_LEVEL", "NCCL_DEBUG", "NCCL_P2P_LEVEL"]
+    assert env["HF_HOME"] == "/var/cache/vllm/huggingface"
+    assert src["HF_HOME"] == {"source": "variable", "rule": "vllm_hf_home", "reason": ""}
+    assert (env["VLLM_LOGGING_LEVEL"], src["VLLM_LOGGING_LEVEL"]) == (
+        "DEBUG", {"source": "inventory", "rule": "vllm_service_environment", "reason": ""})
+    # The NCCL lines come after the inventory's in the unit: for systemd the later one wins.
+    assert env["NCCL_PROTO"] == "LL" and src["NCCL_PROTO"]["source"] == "policy"
+    assert src["NCCL_P2P_LEVEL"]["rule"] == "p2p_level"
+    assert env["NCCL_DEBUG"] == "WARN"
+    assert src["NCCL_DEBUG"] == {"source": "inventory", "rule": "inventory", "reason": "set in inventory"}
+    assert "NCCL_ALGO" not in env and "NCCL_ALGO removed by inventory override (policy would set Ring)." in result["nccl"]["notes"]
+    assert result["nccl"]["env"] == {k: v for k, v in env.items() if k.startswith("NCCL_")}
+    assert set(result["nccl"]) == {"env", "settings", "warnings", "notes", "report"}
+
+
+def test_all_nvlink_or_one_gpu_gets_no_nccl_variables():
+    assert list(plan(facts=h100_x8())["environment"]) == ["HF_HOME"]
+    assert list(plan()["environment"]) == ["HF_HOME"]
+
+
+def test_the_real_tuning_result_of_the_h200_sets_its_environment():
+    with open(os.path.join(os.path.dirname(FIXTURES), "nccl_tune", "h200-x1-device", "result.json")) as f:
+        doc = json.load(f)
+    result = plan(tuning=doc)
+    assert result["environment"]["NCCL_NVLS_ENABLE"] == doc["best"]["env"]["NCCL_NVLS_ENABLE"]
+    assert result["environment_sources"]["NCCL_NVLS_ENABLE"]["source"] == "tuning"
+    assert result["environment_sources"]["NCCL_NVLS_ENABLE"]["rule"] == "nccl_tune:" + doc["fingerprint"]
+    assert "NCCL_NVLS_ENABLE" not in plan(tuning=doc, nccl_overrides={"NCCL_NVLS_ENABLE": None})["environment"]
+    assert plan(tuning={})["nccl"] == plan(tuning=None)["nccl"] == plan()["nccl"]
+    # Measured elsewhere: ignored with a warning.
+    other = plan(facts=rtxpro_x8(), tuning=doc)
+    assert other["nccl"]["env"] == {"NCCL_ALGO": "Ring", "NCCL_P2P_LEVEL": "SYS", "NCCL_PROTO": "LL"}
+    assert "measured on another topology" in other["nccl"]["warnings"][-1]
+
+
+# --------------------------------------------------------------------------- model settings and paths
+
+def test_model_settings_are_the_model_profile_settings_filters():
+    settings_filter = ProfileFilters().filters()["model_profile_settings"]
+    config = {"text_config": {"hidden_size": 7168, "num_attention_heads": 64}}
+    for profile, facts, cfg in ((shipped_profile("glm5"), rtxpro_x8(), None), (shipped_profile("kimi_k25"), h200(), config)):
+        result = plan(profile=profile, facts=facts, config=cfg)
+        assert result["model_settings"] == settings_filter(profile, facts=facts, config=cfg)
+    dims = plan(config=config)["model_settings"]["dimensions"]
+    assert dims["sources"] == {"hidden_size": "config.json", "num_attention_heads": "config.json",
+                               "num_key_value_heads": "config.json"}
+    assert plan(config={})["model_settings"]["dimensions"]["sources"]["hidden_size"] == "profile"
+
+
+def test_paths():
+    result = plan(name="vllm-kimi", stage_dir="/srv/staging")
+    assert result["unit_path"] == "/etc/systemd/system/vllm-kimi.service"
+    assert result["stage_path"] == "/srv/staging/vllm-kimi.service"
+    assert result["previous_dir"] == "/srv/staging/previous"
+    assert plan(venv="/srv/venv")["executable"] == "/srv/venv/bin/vllm"
+
+
+# --------------------------------------------------------------------------- bad inputs
+
+@pytest.mark.parametrize("over,message", [
+    ({"nccl_overrides": {"NCCL_PROTO": 1}}, r"vllm_service_nccl_overrides\.NCCL_PROTO must be a string \(quote it in YAML\) "
+                                            r"or null to remove it, got int"),
+    ({"nccl_overrides": "NCCL_PROTO=LL"}, r"vllm_service_nccl_overrides must be a mapping, got str"),
+    ({"nccl_overrides": {"": "x"}}, r"vllm_service_nccl_overrides: variable names must be non-empty strings"),
+    ({"environment": {"A": None}}, r"vllm_service_environment\.A must be a string \(quote it in YAML\), got NoneType"),
+    ({"environment": ["A=1"]}, r"vllm_service_environment must be a mapping"),
+    ({"ray_environment": {"NCCL_IB_HCA": 1}}, r"vllm_service_ray_environment\.NCCL_IB_HCA must be a string"),
+    ({"extra_args": "--enforce-eager"}, r"vllm_service_extra_args must be a list of strings, got str"),
+    ({"extra_args": ["--max-num-seqs", 64]}, r"vllm_service_extra_args\[1\] must be a string, got int"),
+    ({"port": True}, r"vllm_service_port must be a whole number, got bool True"),
+    ({"port": 70000}, r"vllm_service_port must be a TCP port in 1-65535"),
+    ({"port": "80a"}, r"vllm_service_port must be a whole number, got str"),
+    ({"tensor_parallel_size": 0}, r"vllm_service_tensor_parallel_size must be at least 1, got 0"),
+    ({"max_model_len": "long"}, r"vllm_service_max_model_len must be a whole number"),
+    ({"gpu_memory_utilization": "most"}, r"vllm_service_gpu_memory_utilization must be a number"),
+    ({"health_timeout": 0}, r"vllm_service_health_timeout must be at least 1"),
+    ({"health_timeout_base": -1}, r"vllm_service_health_timeout_base must be at least 0"),
+    ({"weights_read_mb_per_s": 0}, r"vllm_service_weights_read_mb_per_s must be above 0"),
+    ({"restart_sec": False}, r"vllm_service_restart_sec must be a whole number"),
+    ({"pipeline_parallel_size": 0}, r"vllm_service_pipeline_parallel_size must be at least 1"),
+    ({"start": "sometimes"}, r"vllm_service_start must be one of auto, always, never, got 'sometimes'"),
+    ({"start": True}, r"vllm_service_start must be one of"),
+    ({"hardening": ["NoNewPrivileges=yes"]}, r"vllm_service_hardening must be a mapping"),
+    ({"hardening_overrides": "x"}, r"vllm_service_hardening_overrides must be a mapping"),
+    ({"hardening_overrides": {"DeviceAllow": 5}}, r"vllm_service_hardening\.DeviceAllow .* must be a string or a list"),
+    ({"api_key_given": "sk-1"}, r"vllm_service_api_key \(whether one is given\) must be true or false, got str"),
+    ({"venv": "opt/vllm/venv"}, r"vllm_venv must be an absolute path, got 'opt/vllm/venv'"),
+    ({"hf_home": None}, r"vllm_hf_home must be a string, got NoneType"),
+    ({"home": "~vllm"}, r"vllm_home must be an absolute path"),
+    ({"stage_dir": "staging"}, r"vllm_service_stage_dir must be an absolute path"),
+    ({"model_path": "org/tiny"}, r"vllm_service_model_path must be an absolute path"),
+    ({"name": "../vllm"}, r"vllm_service_name must be a systemd unit name"),
+    ({"host": 127}, r"vllm_service_host must be a string, got int"),
+    ({"ray_address": 6379}, r"vllm_service_ray_address must be a string"),
+    ({"config": "{}"}, r"model_weights_config must be a mapping"),
+    ({"tuning": "best"}, r"the stored NCCL tuning result \(moeops.inference.nccl_tune_info\) must be a mapping or null"),
+    ({"facts": {}}, r"ansible_facts\.nvidia_gpu: expected the nvidia_gpu facts from moeops.inference.gpu_facts"),
+    ({"facts": None}, r"ansible_facts\.nvidia_gpu must be a mapping, got NoneType"),
+    ({"facts": {"count": "two"}}, r"ansible_facts\.nvidia_gpu\.count must be a whole number"),
+    ({"facts": {"count": 1, "from_hardware": "yes"}}, r"ansible_facts\.nvidia_gpu\.from_hardware must be true or false"),
+    ({"profile": {}}, r"vllm_service_profile: expected a model profile"),
+    ({"profile": dict(TINY, max_model_len="4k")}, r"vllm_service_profile\.max_model_len: must be a integer, got str"),
+    ({"tensor_parallel": 8}, r"unknown input\(s\) tensor_parallel \(known: "),
+])
+def test_bad_inputs_name_the_role_variable(over, message):
+    with pytest.raises(ValueError, match=message):
+        plan(**over)
+
+
+def test_a_missing_input_is_named_with_its_role_variable():
+    bare = inputs()
+    del bare["hardening"], bare["venv"]
+    with pytest.raises(ValueError, match=r"missing input\(s\) venv, hardening \(vllm_venv, vllm_service_hardening\)"):
+        vsp.plan(bare)
+
+
+def test_optional_inputs_may_be_left_out():
+    required = {k: v for k, v in inputs().items() if vsp.INPUTS[k][1]}
+    assert vsp.plan(required) == plan(tuning=None, model_path=None, config={}, tensor_parallel_size=None,
+                                      max_model_len=None, gpu_memory_utilization=None, extra_args=[],
+                                      nccl_overrides={}, environment={}, health_timeout=None, hardening_overrides={},
+                                      ray_address="", pipeline_parallel_size=1, ray_environment={})
+
+
+def test_the_inputs_are_not_changed():
+    given = inputs(facts=rtxpro_x8(), hardening_overrides={"UMask": "0077"}, extra_args=["--enforce-eager"])
+    before = json.dumps(given, sort_keys=True)
+    vsp.plan(given)
+    assert json.dumps(given, sort_keys=True) == before
