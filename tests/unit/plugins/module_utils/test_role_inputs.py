@@ -10,7 +10,6 @@ import yaml
 
 from ansible_collections.moeops.inference.plugins.module_utils import role_inputs as ri
 from conftest import role_spec as spec
-from conftest import shipped_profile
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..")
 
