@@ -13,8 +13,9 @@ import sys
 import yaml
 
 PREFLIGHT_TASK = "Preflight | Check the host, the model and every role's inputs, before anything changes"
-# Tasks a host may have run when preflight refused it: reading only.
-READ_ONLY_TASKS = ("Gathering Facts", "Read the GPUs", "Load the model profile", "Preflight | ", "Check | ",
+# Tasks a host may have run when preflight refused it, or in preflight_only: reading only (the roles'
+# check entry points and the vllm_service plan they work out; the node fingerprint proves it).
+READ_ONLY_TASKS = ("Gathering Facts", "Read the GPUs", "Load the model profile", "Preflight | ", "Check | ", "Plan | ",
                    "Validating arguments against arg spec")
 
 
