@@ -28,6 +28,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 LINE_BREAKERS = {"\n": "a newline (\\n)", "\r": "a carriage return (\\r)", "\0": "a NUL byte"}
 # Debian's adduser NAME_REGEX (also what useradd accepts on Ubuntu), without the trailing $ of machine accounts.
 ACCOUNT_NAME = re.compile(r"^[a-z][-a-z0-9_]{0,31}$")
+PINNED_PACKAGE = re.compile(r"^[A-Za-z0-9_.-]+(\[[A-Za-z0-9_,.-]+\])?==[^=\s]+$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 INTEGER = re.compile(r"^[+-]?[0-9]+$")
 # Names of environment variables that carry secrets: they belong in the root-only env file, through the
@@ -262,22 +263,80 @@ def _check_vllm_service(v: Mapping[str, Any]) -> Problems:
             + _hardening_overrides("vllm_service_hardening_overrides", v.get("vllm_service_hardening_overrides")))
 
 
+def _matches(name: str, value: Any, pattern: str, what: str) -> Problems:
+    if isinstance(value, str) and not re.match(pattern, value):
+        return ["%s must be %s, got %r" % (name, what, value)]
+    return []
+
+
 def _check_vllm(v: Mapping[str, Any]) -> Problems:
-    return _account("vllm_user", v.get("vllm_user")) + _account("vllm_group", v.get("vllm_group"))
+    packages = v.get("vllm_extra_packages")
+    unpinned = [p for p in packages if isinstance(p, str) and not PINNED_PACKAGE.match(p)] \
+        if isinstance(packages, list) else []
+    return (_account("vllm_user", v.get("vllm_user")) + _account("vllm_group", v.get("vllm_group"))
+            + _matches("vllm_version", v.get("vllm_version"), r"^[0-9]+(\.[0-9]+)+([.a-z0-9+]*)$",
+                       "an exact vLLM version such as 0.33.0")
+            + _matches("vllm_uv_version", v.get("vllm_uv_version"), r"^[0-9]+(\.[0-9]+)+$",
+                       "an exact uv version such as 0.13.8")
+            + (["vllm_venv and vllm_uv_venv must be two different directories, both are %r" % v.get("vllm_venv")]
+               if v.get("vllm_venv") is not None and v.get("vllm_venv") == v.get("vllm_uv_venv") else [])
+            + (["vllm_extra_packages must be pinned as name==version (or name[extra]==version), got %r" % unpinned]
+               if unpinned else []))
 
 
 def _check_model_weights(v: Mapping[str, Any]) -> Problems:
-    return (_account("vllm_user", v.get("vllm_user"))
-            + _account("vllm_group", v.get("vllm_group")))
+    source = v.get("model_weights_source")
+    problems = (_account("vllm_user", v.get("vllm_user")) + _account("vllm_group", v.get("vllm_group"))
+                + _number_in("model_weights_download_timeout", v.get("model_weights_download_timeout"), 0,
+                             SYSTEMD_MAX_SECONDS, what="a positive number of seconds")
+                + _number_in("model_weights_poll_interval", v.get("model_weights_poll_interval"), 0, 86400,
+                             what="a positive number of seconds")
+                + _number_in("model_weights_max_workers", v.get("model_weights_max_workers"), 0, 1024,
+                             what="a positive number of parallel downloads"))
+    if source == "local" and not v.get("model_weights_local_path"):
+        problems.append("model_weights_source local needs model_weights_local_path (the absolute directory of the weights)")
+    if source in ("http", "rsync") and not v.get("model_weights_mirror_url"):
+        problems.append("model_weights_source %s needs model_weights_mirror_url" % source)
+    url = v.get("model_weights_mirror_url")
+    if source == "http" and isinstance(url, str) and url and not re.match(r"^https?://", url):
+        problems.append("model_weights_source http needs an http:// or https:// model_weights_mirror_url, got %r" % url)
+    if source == "rsync" and isinstance(url, str) and url and not re.match(r"^rsync://|^[^/:]+::", url):
+        problems.append("model_weights_source rsync needs an rsync:// model_weights_mirror_url, got %r" % url)
+    return problems
+
+
+def _check_nvidia_driver(v: Mapping[str, Any]) -> Problems:
+    problems = _matches("nvidia_driver_branch", None if v.get("nvidia_driver_branch") is None
+                        else str(v.get("nvidia_driver_branch")), r"^[0-9]{3}$", "a driver branch such as 580")
+    if v.get("nvidia_driver_source") == "mirror":
+        url, keyring = v.get("nvidia_driver_mirror_url"), v.get("nvidia_driver_mirror_signed_by")
+        if not (isinstance(url, str) and re.match(r"^(https?|file)://", url)):
+            problems.append("nvidia_driver_source mirror needs nvidia_driver_mirror_url (an http, https or file URL), "
+                            "got %r" % url)
+        if not (isinstance(keyring, str) and keyring.startswith("/")):
+            problems.append("nvidia_driver_source mirror needs nvidia_driver_mirror_signed_by (the absolute path of the "
+                            "mirror's keyring), got %r" % keyring)
+    return problems
 
 
 def _check_nvidia_persistenced(v: Mapping[str, Any]) -> Problems:
-    return _account("nvidia_persistenced_user", v.get("nvidia_persistenced_user"))
+    return (_account("nvidia_persistenced_user", v.get("nvidia_persistenced_user"))
+            + (["nvidia_persistenced_package must name a package"]
+               if v.get("nvidia_persistenced_package") == "" else []))
 
 
 def _check_ray_cluster(v: Mapping[str, Any]) -> Problems:
+    extras = v.get("ray_cluster_ray_extras")
+    bad = [e for e in extras if not (isinstance(e, str) and re.match(r"^[a-z][a-z0-9_-]*$", e))] \
+        if isinstance(extras, list) else []
     return (_account("vllm_user", v.get("vllm_user"))
             + _account("vllm_group", v.get("vllm_group"))
+            + _unit_name("ray_cluster_service_name", v.get("ray_cluster_service_name"))
+            + (["ray_cluster_ray_extras must be Ray extras such as default, got %r" % bad] if bad else [])
+            + _number_in("ray_cluster_join_timeout", v.get("ray_cluster_join_timeout"), 0, SYSTEMD_MAX_SECONDS,
+                         what="a positive number of seconds")
+            + _number_in("ray_cluster_clock_skew_max", v.get("ray_cluster_clock_skew_max"), 0, 3600,
+                         what="a positive number of seconds")
             + _env_mapping("ray_cluster_nccl_overrides", v.get("ray_cluster_nccl_overrides"), allow_null=True)
             + _env_mapping("ray_cluster_environment", v.get("ray_cluster_environment"), allow_null=False))
 
@@ -287,6 +346,7 @@ SEMANTIC_CHECKS: Dict[str, Callable[[Mapping[str, Any]], Problems]] = {
     "vllm": _check_vllm,
     "model_weights": _check_model_weights,
     "nvidia_persistenced": _check_nvidia_persistenced,
+    "nvidia_driver": _check_nvidia_driver,
     "ray_cluster": _check_ray_cluster,
 }
 

@@ -137,3 +137,60 @@ def test_the_documented_hardening_directives_are_the_accepted_ones():
     listed = described.split("namely ", 1)[1]
     assert sorted(n.strip(" .") for n in listed.replace("C(", "").replace(")", "").split(",")) == sorted(
         ri.HARDENING_DIRECTIVES)
+
+
+# --- the rules the roles' own asserts held before they moved here (one layer: spec + semantic check) ----
+
+@pytest.mark.parametrize("role, values, needle", [
+    ("nvidia_driver", {"nvidia_driver_branch": 58}, "nvidia_driver_branch must be a driver branch such as 580, got '58'"),
+    ("nvidia_driver", {"nvidia_driver_source": "mirror", "nvidia_driver_mirror_url": "ftp://m/",
+                       "nvidia_driver_mirror_signed_by": "/k.gpg"}, "needs nvidia_driver_mirror_url (an http, https or file URL)"),
+    ("nvidia_driver", {"nvidia_driver_source": "mirror", "nvidia_driver_mirror_url": "https://m/"},
+     "needs nvidia_driver_mirror_signed_by (the absolute path of the mirror's keyring)"),
+    ("nvidia_persistenced", {"nvidia_persistenced_package": ""}, "nvidia_persistenced_package must name a package"),
+    ("vllm", {"vllm_version": "latest"}, "vllm_version must be an exact vLLM version such as 0.33.0, got 'latest'"),
+    ("vllm", {"vllm_uv_version": "0.13"}, None),
+    ("vllm", {"vllm_uv_version": "0.13.x"}, "vllm_uv_version must be an exact uv version"),
+    ("vllm", {"vllm_venv": "/opt/v", "vllm_uv_venv": "/opt/v"}, "vllm_venv and vllm_uv_venv must be two different directories"),
+    ("vllm", {"vllm_extra_packages": ["flashinfer-python==0.2.5", "deepgemm"]},
+     "vllm_extra_packages must be pinned as name==version (or name[extra]==version), got ['deepgemm']"),
+    ("model_weights", {"model_weights_source": "local"}, "model_weights_source local needs model_weights_local_path"),
+    ("model_weights", {"model_weights_source": "http"}, "model_weights_source http needs model_weights_mirror_url"),
+    ("model_weights", {"model_weights_source": "http", "model_weights_mirror_url": "rsync://m/x"},
+     "needs an http:// or https:// model_weights_mirror_url"),
+    ("model_weights", {"model_weights_source": "rsync", "model_weights_mirror_url": "https://m/x"},
+     "needs an rsync:// model_weights_mirror_url"),
+    ("model_weights", {"model_weights_max_workers": 0}, "model_weights_max_workers must be a positive number"),
+    ("model_weights", {"model_weights_poll_interval": -1}, "model_weights_poll_interval must be a positive number"),
+    ("ray_cluster", {"ray_cluster_service_name": "ray service"}, "ray_cluster_service_name must be a systemd unit name"),
+    ("ray_cluster", {"ray_cluster_ray_extras": ["default", "Bad Extra"]}, "ray_cluster_ray_extras must be Ray extras"),
+    ("ray_cluster", {"ray_cluster_join_timeout": 0}, "ray_cluster_join_timeout must be a positive number of seconds"),
+    ("ray_cluster", {"ray_cluster_temp_dir": "ray"}, "ray_cluster_temp_dir must be an absolute path, got 'ray'"),
+    ("vllm_service", {"vllm_service_name": "vllm.service"}, None),
+    ("vllm_service", {"vllm_service_name": "vllm service"}, "vllm_service_name must be a systemd unit name"),
+    ("vllm_service", {"vllm_service_max_exposure": 11}, "vllm_service_max_exposure must be between 0 and 10"),
+    ("vllm_service", {"vllm_service_health_poll_interval": 0}, "vllm_service_health_poll_interval must be a positive"),
+])
+def test_each_roles_semantic_rules(role, values, needle):
+    found = problems(role, **values)
+    if needle is None:
+        assert found == [], found
+    else:
+        assert [p for p in found if p.startswith(role + ": ") and needle in p], found
+
+
+def test_the_shipped_defaults_pass_every_roles_rules():
+    for role in ("nvidia_driver", "nvidia_persistenced", "vllm", "model_weights", "ray_cluster", "vllm_service"):
+        with open(os.path.join(ROOT, "roles", role, "defaults", "main.yml")) as f:
+            defaults = {k: v for k, v in (yaml.safe_load(f) or {}).items() if "{{" not in str(v)}
+        assert problems(role, **defaults) == [], role
+
+
+def test_a_secret_is_checked_but_never_quoted():
+    from ansible_collections.moeops.inference.plugins.filter.role_inputs import role_input_problems
+    found = role_input_problems({"vllm_service_profile": "kimi_k25", "vllm_service_api_key": "s3cr3t value"},
+                                "vllm_service", spec("vllm_service"))
+    assert found == ["vllm_service: vllm_service_api_key must not contain whitespace"]
+    found = role_input_problems({"vllm_service_profile": "kimi_k25", "vllm_service_hf_token": "hf_x\nExecStartPre=id"},
+                                "vllm_service", spec("vllm_service"))
+    assert found and all("hf_x" not in p and "ExecStartPre" not in p for p in found), found
