@@ -1,11 +1,14 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, moeops.inference contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""NCCL tuning sweep: plan, parse, select and store.  Pure functions only.
+"""NCCL tuning sweep: plan, parse, select and store; probe the venv's PyTorch.
 
 The module moeops.inference.nccl_tune launches the ranks (nccl_tune_rank.py,
 one process a GPU) once per candidate environment; everything it decides
 before and after that lives here so that it is unit-tested without GPUs.
+The exceptions are rank_script, which writes the rank script to a temporary
+directory, and probe, which runs that script's --probe through the command
+runner it is given; nccl_tune and nccl_tune_info share both.
 
 Protocol safety (NCCL environment-variable docs, NCCL_PROTO): LL128 "may cause
 silent data corruption" on platforms where NCCL does not enable it by itself,
@@ -16,10 +19,17 @@ LL and Simple are safe everywhere.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import inspect
 import json
+import os
+import shutil
 import statistics
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+import tempfile
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+from ansible_collections.moeops.inference.plugins.module_utils import nccl_tune_rank
 
 RESULT_SCHEMA_VERSION = 1
 # Every line the rank script prints for the module starts with this.
@@ -251,6 +261,49 @@ def parse_rank_lines(text: str) -> List[Dict[str, Any]]:
         if isinstance(record, dict):
             records.append(record)
     return records
+
+
+# ------------------------------------------------------------------ the rank script on the node
+
+RANK_SCRIPT_NAME = "nccl_tune_rank.py"
+
+
+@contextlib.contextmanager
+def rank_script(prefix: str = "nccl-tune-") -> Iterator[str]:
+    """The rank script (nccl_tune_rank.py's source) in a fresh temporary directory; yields its path.
+
+    The directory is removed on the way out, also when the module exits (exit_json and fail_json raise SystemExit).
+    """
+    workdir = tempfile.mkdtemp(prefix=prefix)
+    try:
+        path = os.path.join(workdir, RANK_SCRIPT_NAME)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(inspect.getsource(nccl_tune_rank))
+        yield path
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def probe(
+    run_command: Callable[[List[str]], Tuple[int, str, str]],
+    python: str,
+    script: str,
+    tail: int = 2000,
+) -> Tuple[Optional[Dict[str, Any]], str]:
+    """Run `python script --probe` (the venv's PyTorch, no process group): (probe record, '') or (None, why not).
+
+    `run_command(argv)` returns (rc, stdout, stderr), as AnsibleModule.run_command does. The record has
+    torch, nccl_version (None for a build without NCCL), cuda_available and device_count. The reason ends with
+    the last `tail` characters of what the probe printed. Whether a failed probe fails the module is for the
+    caller to decide.
+    """
+    rc, out, err = run_command([python, script, "--probe"])
+    if rc != 0:
+        return None, "%s cannot import PyTorch (rc %d): %s" % (python, rc, (err or out).strip()[-tail:])
+    records = [r for r in parse_rank_lines(out) if r.get("event") == "probe"]
+    if not records:
+        return None, "the PyTorch probe of %s printed no result: %s" % (python, (out or err).strip()[-tail:])
+    return records[0], ""
 
 
 def aggregate_timings(

@@ -256,6 +256,7 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology as topo
+from ansible_collections.moeops.inference.plugins.module_utils import state_files
 
 # nvidia-ml-py is optional (backend=auto falls back to nvidia-smi): imported the way ansible-core's own modules
 # import optional libraries, so the module loads without it and names it only where NVML is asked for.
@@ -336,23 +337,10 @@ def write_dump(module, facts, path):
         host=socket.gethostname(),
         description=module.params["dump_description"],
     )
-    try:
-        with open(path) as f:
-            old = json.load(f)
-    except (OSError, ValueError):
-        old = None
-    # The capture time alone must not make a run report a change.
-    if old is not None:
-        if dict(old, captured=None) == dict(snap, captured=None):
-            return False
-    if not module.check_mode:
-        tmp = "%s.tmp.%d" % (path, os.getpid())
-        with open(tmp, "w") as f:
-            json.dump(snap, f, indent=2, sort_keys=True)
-            f.write("\n")
-        os.chmod(tmp, 0o644)
-        module.atomic_move(tmp, path)
-    return True
+    # The capture time alone must not make a run report a change. atomic_move keeps an existing dump's owner,
+    # mode and SELinux context, and gives a new one the umask's mode.
+    return state_files.write_json(path, snap, ignore_keys=("captured",), check_mode=module.check_mode,
+                                  move=module.atomic_move)
 
 
 def main():

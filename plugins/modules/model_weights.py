@@ -230,25 +230,14 @@ from ansible.module_utils.urls import open_url
 from ansible_collections.moeops.inference.plugins.module_utils import model_weights as mw
 from ansible_collections.moeops.inference.plugins.module_utils.model_weights_fetch import (
     HF_FETCH_PROGRAM, HTTP_FETCH_PROGRAM, LOCAL_READ_PROGRAM)
+from ansible_collections.moeops.inference.plugins.module_utils import state_files
 
 SOURCE_SIZES = {"hf": "hub tree listing", "http": "mirror manifest (" + mw.MIRROR_MANIFEST_NAME + ")",
                 "rsync": "rsync --list-only", "local": "safetensors headers and index only"}
 
 
-def _write_json(path, data, mode=0o644):
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
-
-
-def _read_json(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
+# How the record and the progress file have always been written: one-space indent, no trailing newline.
+JSON_FORMAT = {"indent": 1, "newline": False}
 
 
 def _location(p):
@@ -279,7 +268,7 @@ def _run_child(module, p, argv, request, progress_state=None):
     if rc != 0:
         if progress_state is not None:
             progress_state.update(state="failed", finished=time.time())
-            _write_json(p["progress_file"], progress_state)
+            state_files.write_json(p["progress_file"], progress_state, **JSON_FORMAT)
         tail = (err or out)[-3000:].strip()
         if p["token"]:
             tail = tail.replace(p["token"], "********")
@@ -302,11 +291,11 @@ def _download(module, p, argv, request, measure, total):
     state = {"state": "running", "pid": os.getpid(), "started": time.time(), "baseline": baseline,
              "total": total or None, "measure": measure, "source": p["source"], "location": _location(p)}
     if p["progress_file"]:
-        _write_json(p["progress_file"], state)
+        state_files.write_json(p["progress_file"], state, **JSON_FORMAT)
     done = _run_child(module, p, argv, request, state if p["progress_file"] else None)
     if p["progress_file"]:
         state.update(state="verifying", finished=time.time())
-        _write_json(p["progress_file"], state)
+        state_files.write_json(p["progress_file"], state, **JSON_FORMAT)
     return done, (mw.bytes_on_disk(measure) if os.path.isdir(measure) else 0) - baseline
 
 
@@ -398,7 +387,7 @@ def main():
     if p["source"] == "local":
         path, expected = p["path"], None
     else:
-        record = None if p["refresh"] else _read_json(p["record"])
+        record = None if p["refresh"] else state_files.read_json(p["record"])
         if mw.record_matches(record, identity):
             path, expected = record["path"], record["files"]
             result["commit"] = record.get("commit")
@@ -424,11 +413,12 @@ def main():
             module.fail_json(msg="the download finished without naming the model directory", **result)
         check = mw.check_completeness(path, expected)
         if check["complete"]:
-            _write_json(p["record"], dict(identity, path=path, files=expected, commit=commit, staged=time.time()))
+            record = dict(identity, path=path, files=expected, commit=commit, staged=time.time())
+            state_files.write_json(p["record"], record, **JSON_FORMAT)
         if p["progress_file"]:
-            state = _read_json(p["progress_file"]) or {}
+            state = state_files.read_json(p["progress_file"]) or {}
             state.update(state="done" if check["complete"] else "failed", finished=time.time())
-            _write_json(p["progress_file"], state)
+            state_files.write_json(p["progress_file"], state, **JSON_FORMAT)
 
     if p["source"] == "local" and check["complete"]:
         # Checked as root above; vLLM reads as the service user.

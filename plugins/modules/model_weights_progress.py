@@ -94,23 +94,19 @@ msg:
   sample: "running: 412.3 GiB of 554.1 GiB (74.4%) at 187.2 MiB/s ETA 0h12m"
 """
 
-import json
 import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.moeops.inference.plugins.module_utils import model_weights as mw
+from ansible_collections.moeops.inference.plugins.module_utils import state_files
 
 FINAL_STATES = ("done", "failed")
 
 
 def _read(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-        return data if isinstance(data, dict) else None
-    except (OSError, ValueError):
-        return None
+    data = state_files.read_json(path)
+    return data if isinstance(data, dict) else None
 
 
 def _alive(pid):

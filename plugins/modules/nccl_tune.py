@@ -248,25 +248,15 @@ nccl_log:
   type: dict
 """
 
-import inspect
 import json
 import os
-import shutil
 import socket
-import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.moeops.inference.plugins.module_utils import nccl_policy
 from ansible_collections.moeops.inference.plugins.module_utils import nccl_tune as tune
-from ansible_collections.moeops.inference.plugins.module_utils import nccl_tune_rank
-
-
-def write_rank_script(workdir):
-    path = os.path.join(workdir, "nccl_tune_rank.py")
-    with open(path, "w") as f:
-        f.write(inspect.getsource(nccl_tune_rank))
-    return path
+from ansible_collections.moeops.inference.plugins.module_utils import state_files
 
 
 def launch(module, python, script, spec):
@@ -279,26 +269,6 @@ def launch(module, python, script, spec):
     stdout = {int(k): v.get("stdout", "") for k, v in ranks.items()}
     stderr = {int(k): v.get("stderr", "") for k, v in ranks.items()}
     return stdout, stderr, records[0].get("failure", "")
-
-
-def probe_nccl_version(module, python, script):
-    rc, out, err = module.run_command([python, script, "--probe"])
-    if rc != 0:
-        module.fail_json(msg="%s cannot import PyTorch (rc %d): %s" % (python, rc, (err or out).strip()[-2000:]))
-    records = [r for r in tune.parse_rank_lines(out) if r.get("event") == "probe"]
-    if not records:
-        module.fail_json(msg="the PyTorch probe printed no result: %s" % out[-2000:])
-    return records[0]
-
-
-def write_json(path, doc):
-    directory = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
-    with os.fdopen(fd, "w") as f:
-        json.dump(doc, f, indent=2, sort_keys=True)
-        f.write("\n")
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
 
 
 def main():
@@ -367,22 +337,16 @@ def main():
                              msg="%s does not exist yet: the sweep would run after the venv is installed" % p["python"])
         module.fail_json(msg="%s is not an executable Python (is the vLLM venv installed?)" % p["python"])
 
-    workdir = tempfile.mkdtemp(prefix="nccl-tune-")
-    try:
-        script = write_rank_script(workdir)
-        probe = probe_nccl_version(module, p["python"], script)
+    with tune.rank_script("nccl-tune-") as script:
+        probe, why = tune.probe(module.run_command, p["python"], script)
+        if probe is None:
+            module.fail_json(msg=why)
         if p["backend"] == "nccl" and probe.get("device_count", 0) < world_size:
             module.fail_json(msg="PyTorch in %s sees %d GPU(s), the sweep needs %d (cuda_available %s)"
                              % (p["python"], probe.get("device_count", 0), world_size, probe.get("cuda_available")))
         fp = tune.fingerprint(facts, probe.get("nccl_version"), world_size)
         path = tune.result_file(p["store_dir"], fp["id"])
-        stored = None
-        if os.path.exists(path):
-            try:
-                with open(path) as f:
-                    stored = json.load(f)
-            except (OSError, ValueError):
-                stored = None
+        stored = state_files.read_json(path)
         if stored is not None and not p["force"]:
             module.exit_json(changed=False, measured=False, fingerprint=fp, stored_path=path, result=stored,
                              best=(stored.get("best") or {}).get("env") or {},
@@ -448,14 +412,12 @@ def main():
         if selection["best"] is None:
             module.fail_json(msg=selection["error"], progress=progress, fingerprint=fp,
                              nccl_log=nccl_log, result=doc)
-        write_json(path, doc)
+        state_files.write_json(path, doc)
         result = dict(changed=True, measured=True, fingerprint=fp, stored_path=path, result=doc,
                       best=selection["best"]["env"], table=table, candidates=plan["candidates"], progress=progress)
         if p["nccl_debug"]:
             result["nccl_log"] = nccl_log
         module.exit_json(**result)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -90,33 +90,21 @@ stored:
   elements: str
 """
 
-import inspect
 import json
 import os
-import shutil
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.moeops.inference.plugins.module_utils import nccl_tune as tune
-from ansible_collections.moeops.inference.plugins.module_utils import nccl_tune_rank
+from ansible_collections.moeops.inference.plugins.module_utils import state_files
 
 
 def probe_nccl_version(module, python):
     """(version or None, why not)."""
     if not os.access(python, os.X_OK):
         return None, "%s does not exist (vLLM venv not installed yet)" % python
-    workdir = tempfile.mkdtemp(prefix="nccl-tune-info-")
-    try:
-        script = os.path.join(workdir, "nccl_tune_rank.py")
-        with open(script, "w") as f:
-            f.write(inspect.getsource(nccl_tune_rank))
-        rc, out, err = module.run_command([python, script, "--probe"])
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    records = [r for r in tune.parse_rank_lines(out) if r.get("event") == "probe"]
-    if rc != 0 or not records:
-        return None, "%s could not report its NCCL version (rc %d): %s" % (python, rc, (err or out).strip()[-500:])
-    return records[0].get("nccl_version"), ""
+    with tune.rank_script("nccl-tune-info-") as script:
+        record, why = tune.probe(module.run_command, python, script, tail=500)
+    return (record or {}).get("nccl_version"), why
 
 
 def main():
@@ -158,11 +146,9 @@ def main():
         result["reason"] = ("no result for this node's fingerprint %s (%s); stored: %s"
                             % (fp["id"], json.dumps(fp["components"], sort_keys=True), ", ".join(stored)))
         module.exit_json(**result)
-    try:
-        with open(path) as f:
-            doc = json.load(f)
-    except (OSError, ValueError) as exc:
-        result["reason"] = "cannot read %s: %s" % (path, exc)
+    doc, why = state_files.read_json_reason(path)
+    if why:
+        result["reason"] = "cannot read %s: %s" % (path, why)
         module.exit_json(**result)
     problems = tune.document_problems(doc)
     if problems:

@@ -368,3 +368,84 @@ def test_launcher_starts_every_rank_and_reports_their_failures(capsys):
     agg = tune.aggregate_timings(per_rank, 2, two_sizes())
     assert agg["errors"][:2] == ["rank 0: ModuleNotFoundError: No module named 'torch'",
                                  "rank 1: ModuleNotFoundError: No module named 'torch'"]
+
+
+# ------------------------------------------------------------------ probe and rank script (nccl_tune, nccl_tune_info)
+
+class FakeRun:
+    """TEST DOUBLE for AnsibleModule.run_command: records each argv, answers (rc, stdout, stderr)."""
+
+    def __init__(self, rc, out, err=""):
+        self.answer = (rc, out, err)
+        self.calls = []
+
+    def __call__(self, argv):
+        self.calls.append(list(argv))
+        return self.answer
+
+
+PROBE = {"event": "probe", "torch": "2.9.0+cu128", "nccl_version": "2.27.3", "cuda_available": True,
+         "device_count": 8}
+
+
+def test_probe_returns_the_probe_record():
+    run = FakeRun(0, "a warning\n" + tune.LINE_PREFIX + json.dumps({"event": "other"}) + "\n"
+                  + tune.LINE_PREFIX + json.dumps(PROBE) + "\n")
+    assert tune.probe(run, "/venv/bin/python", "/tmp/x/nccl_tune_rank.py") == (PROBE, "")
+    assert run.calls == [["/venv/bin/python", "/tmp/x/nccl_tune_rank.py", "--probe"]]
+
+
+def test_probe_that_fails_says_why_with_the_tail_of_its_output():
+    err = "Traceback (most recent call last):\n" + "x" * 3000 + "\nModuleNotFoundError: No module named 'torch'\n"
+    record, why = tune.probe(FakeRun(1, "", err), "/venv/bin/python", "s.py")
+    assert record is None
+    assert why.startswith("/venv/bin/python cannot import PyTorch (rc 1): ")
+    assert why.endswith("ModuleNotFoundError: No module named 'torch'")
+    assert len(why) == len("/venv/bin/python cannot import PyTorch (rc 1): ") + 2000
+    # nccl_tune_info keeps its reason short; stdout stands in when stderr is empty.
+    record, why = tune.probe(FakeRun(139, "segfault in libcuda\n"), "/py", "s.py", tail=5)
+    assert record is None and why == "/py cannot import PyTorch (rc 139): bcuda"
+    # A probe record printed before a non-zero exit does not count.
+    assert tune.probe(FakeRun(1, tune.LINE_PREFIX + json.dumps(PROBE)), "/py", "s.py")[0] is None
+
+
+def test_probe_that_prints_no_record_says_so():
+    record, why = tune.probe(FakeRun(0, "NCCL_TUNE not json\nhello\n"), "/py", "s.py")
+    assert record is None
+    assert why == "the PyTorch probe of /py printed no result: NCCL_TUNE not json\nhello"
+    assert tune.probe(FakeRun(0, ""), "/py", "s.py")[1] == "the PyTorch probe of /py printed no result: "
+
+
+def test_rank_script_is_the_harness_source_in_a_temp_dir_removed_after():
+    with tune.rank_script("nccl-tune-test-") as script:
+        assert os.path.basename(script) == "nccl_tune_rank.py"
+        assert os.path.basename(os.path.dirname(script)).startswith("nccl-tune-test-")
+        with open(script) as f:
+            assert f.read() == open(nccl_tune_rank.__file__).read()
+    assert not os.path.exists(os.path.dirname(script))
+    # exit_json/fail_json raise SystemExit inside the block: the directory goes all the same.
+    with pytest.raises(SystemExit):
+        with tune.rank_script() as script:
+            raise SystemExit(0)
+    assert not os.path.exists(os.path.dirname(script))
+
+
+def test_probe_runs_the_real_script():
+    """The real rank script and a real Python (this one): PyTorch is absent here, so the probe says so."""
+    import subprocess
+    import sys
+
+    def run_command(argv):
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+        return proc.returncode, proc.stdout, proc.stderr
+
+    with tune.rank_script() as script:
+        record, why = tune.probe(run_command, sys.executable, script)
+    try:
+        import torch  # noqa: F401  pylint: disable=unused-import
+    except ImportError:
+        assert record is None
+        assert why.startswith("%s cannot import PyTorch (rc 1): " % sys.executable)
+        assert why.endswith("No module named 'torch'")
+    else:
+        assert why == "" and set(record) == set(PROBE)
