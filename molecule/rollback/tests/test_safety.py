@@ -193,7 +193,7 @@ def test_bad_change_rolls_back_first_node_and_stops_before_second(generated_key)
     # serial 1: the first node's failure stopped the play; the second was never touched.
     assert state(second) == before[SECOND]
     assert _inv(SECOND) not in recap(out) or recap(out)[_inv(SECOND)]["ok"] == 0, out[-2000:]
-    assert "TASK [Read the GPUs]" in out and not re.search(r"^ok: \[%s\]" % re.escape(_inv(SECOND)), out, re.M)
+    assert "TASK [moeops.inference.gpu_facts : Read the GPUs]" in out and not re.search(r"^ok: \[%s\]" % re.escape(_inv(SECOND)), out, re.M)
 
 
 def test_no_secret_in_any_captured_output(generated_key):
