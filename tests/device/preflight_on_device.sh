@@ -44,16 +44,26 @@ reports = {}
 for line in open(out + "/preflight-runs.txt"):
     name, rc, secs = line.split()
     run = json.load(open("%s/preflight-%s.json" % (out, name)))
-    # Role tasks are named "<role> : <task>".
-    tasks = {t["task"]["name"].split(" : ")[-1]: t["hosts"].get("localhost", {}) for p in run["plays"] for t in p["tasks"]}
+    # Role tasks are named "<role> : <task>"; a task that runs more than once (the gpu_facts role, included by
+    # every role's check, reads only the first time) keeps its first result that ran.
+    tasks, ran = {}, []
+    for t in (t for p in run["plays"] for t in p["tasks"]):
+        task, result = t["task"]["name"].split(" : ")[-1], t["hosts"].get("localhost", {})
+        if not result.get("skipped"):
+            tasks.setdefault(task, result)
+            ran.append(t["task"]["name"])
     facts = tasks["Read the GPUs"]["ansible_facts"]["nvidia_gpu"]
     pre = tasks["Preflight | Check the host, the model and every role's inputs, before anything changes"]
+    # Which roles' check entry points ran after the report (only when preflight found no problem).
+    checks = sorted({n.split(" : ")[0].split(".")[-1] for n in ran if " : Check | " in n} - {"preflight"})
     reports[name] = dict(rc=int(rc), seconds=float(secs), gpu_backend=facts["backend"], gpus=facts["count"],
+                         from_hardware=facts.get("from_hardware"), role_checks_run=checks,
                          gpu_names=[g["name"] for g in facts["gpus"]], driver_version=facts["driver_version"],
                          problems=pre.get("problems"), warnings=pre.get("preflight_warnings"), checked=pre.get("checked"))
     report = reports[name]
-    print("%-12s rc=%s %5.1f s  %d problem(s), %d warning(s)"
-          % (name, rc, float(secs), len(report["problems"] or []), len(report["warnings"] or [])))
+    print("%-12s rc=%s %5.1f s  %d problem(s), %d warning(s); GPUs from hardware: %s; check entry points run: %s"
+          % (name, rc, float(secs), len(report["problems"] or []), len(report["warnings"] or []),
+             report["from_hardware"], ", ".join(checks) or "none"))
     for p in report["problems"] or []:
         print("    problem:", p)
     for w in report["warnings"] or []:
