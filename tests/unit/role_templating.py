@@ -26,8 +26,10 @@ def role_vars(role, **overrides):
     """The role's defaults/main.yml and vars/main.yml (in Ansible's order), then the overrides."""
     data = {}
     for part in ("defaults", "vars"):
-        with open(os.path.join(ROLES, role, part, "main.yml")) as f:
-            data.update(trusted(yaml.safe_load(f)))
+        path = os.path.join(ROLES, role, part, "main.yml")
+        if os.path.exists(path):  # vars/ holds constants only, and a role may have none
+            with open(path) as f:
+                data.update(trusted(yaml.safe_load(f) or {}))
     data.update(overrides)
     return data
 

@@ -1,0 +1,22 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, moeops.inference contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Values written into systemd unit files; documentation in the adjacent YAML files."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.moeops.inference.plugins.module_utils import systemd_unit
+
+
+def systemd_escape(value, exec_arg=False):
+    """A value as systemd reads it back: `%` doubled (specifiers), and in an Exec line `$` doubled too."""
+    try:
+        return systemd_unit.escape(value, exec_arg=bool(exec_arg))
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"systemd_escape": systemd_escape}

@@ -1,0 +1,27 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, moeops.inference contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""How a value must be written into a systemd unit file so that systemd reads back exactly that value.
+
+systemd expands `%` specifiers in every setting (systemd.unit(5), "Specifiers"), so `%h` in
+NCCL_DEBUG_FILE=/var/log/nccl.%h.log would become the service user's home; `%%` is a literal `%`. In
+Exec lines it also substitutes `$NAME` and `${NAME}` from the environment (systemd.service(5), "Command
+lines"); `$$` is a literal `$`. A line break cannot be escaped at all: systemd splits the file into lines
+before it reads quotes, so the roles' input checks refuse it (role_inputs.line_safety_problems), and this
+refuses it again rather than write a second directive.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+LINE_BREAKS = ("\n", "\r", "\0")
+
+
+def escape(value: Any, exec_arg: bool = False) -> str:
+    """`value` as text for a unit file: `%` as `%%`, and with `exec_arg` `$` as `$$`."""
+    text = str(value)
+    if any(c in text for c in LINE_BREAKS):
+        raise ValueError("a value for a systemd unit contains a line break; it would start a new directive")
+    text = text.replace("%", "%%")
+    return text.replace("$", "$$") if exec_arg else text

@@ -1,0 +1,77 @@
+# -*- coding: utf-8 -*-
+"""What the units carry through systemd unchanged: `%` (specifiers) and `$` (Exec lines) are escaped where the
+templates write a value, and a line break is refused. The vllm unit is rendered with Ansible's own templating
+from a plan the role's filter works out, then checked by `systemd-analyze verify` where it is installed."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+import role_templating
+
+from ansible.errors import AnsibleError
+from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology as topo
+from ansible_collections.moeops.inference.plugins.module_utils import systemd_unit
+from ansible_collections.moeops.inference.plugins.module_utils import vllm_service_plan as vsp
+
+TEMPLATE = os.path.join(role_templating.ROLES, "vllm_service", "templates", "vllm.service.j2")
+PROFILE = {"name": "tiny", "source": "example-org/tiny", "served_name": "tiny 100%", "max_model_len": 4096,
+           "gpu_memory_utilization": 0.9, "weights_size_gb": 1, "quantization": "bf16", "min_gpu_memory_gb": 1,
+           "hidden_size": 1024, "num_attention_heads": 16}
+
+
+def unit(tmp_path, environment=None, extra_args=None, nccl_overrides=None):
+    variables = role_templating.role_vars("vllm_service")
+    venv = str(tmp_path / "venv")
+    plan = vsp.plan(dict(profile=PROFILE, facts=topo.no_gpu_facts("none read"), name="vllm", venv=venv,
+                         hf_home="/var/cache/vllm/huggingface", home="/var/lib/vllm", host="127.0.0.1", port=8000,
+                         start="auto", health_timeout_base=600, weights_read_mb_per_s=200,
+                         hardening=variables["vllm_service_hardening"], api_key_given=False,
+                         stage_dir="/var/lib/moeops/staging", restart_sec=30, environment=environment or {},
+                         extra_args=extra_args or [], nccl_overrides=nccl_overrides or {}))
+    variables.update(ansible_managed="Ansible managed", _vllm_service_plan=plan, _vllm_service_profile=PROFILE,
+                     vllm_venv=venv, vllm_service_environment=environment or {}, ansible_facts={"nvidia_gpu": {}})
+    with open(TEMPLATE) as f:
+        return role_templating.render(f.read(), variables)
+
+
+def test_percent_and_dollar_reach_the_service_unchanged(tmp_path):
+    text = unit(tmp_path, environment={"NCCL_DEBUG_FILE": "/var/log/nccl.%h.%p.log"},
+                extra_args=["--chat-template-kwargs", '{"x": "$HOME"}'],
+                nccl_overrides={"NCCL_DEBUG_SUBSYS": "INIT%COLL"})
+    lines = text.splitlines()
+    assert "Environment=NCCL_DEBUG_FILE=/var/log/nccl.%%h.%%p.log" in lines
+    assert "Environment=NCCL_DEBUG_SUBSYS=INIT%%COLL" in lines
+    assert "Description=vLLM OpenAI-compatible server (tiny 100%%)" in lines
+    assert any(line.strip().startswith("--chat-template-kwargs '{\"x\": \"$$HOME\"}'") for line in lines), text
+    # Nothing else in the unit holds a lone % or $ outside comments.
+    body = [line for line in lines if not line.startswith("#")]
+    assert not [line for line in body if "%" in line.replace("%%", "")], body
+    assert not [line for line in body if "$" in line.replace("$$", "")], body
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed")
+def test_systemd_verifies_the_escaped_unit(tmp_path):
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    vllm = tmp_path / "venv" / "bin" / "vllm"
+    vllm.write_text("#!/bin/sh\n")
+    vllm.chmod(0o755)
+    path = tmp_path / "vllm.service"
+    path.write_text(unit(tmp_path, environment={"NCCL_DEBUG_FILE": "/var/log/nccl.%h.%p.log"},
+                         extra_args=["--chat-template-kwargs", '{"x": "$HOME"}']))
+    done = subprocess.run(["systemd-analyze", "verify", str(path)], capture_output=True, text=True, check=False)
+    problems = [line for line in done.stderr.splitlines() if "vllm.service" in line and "specifier" in line.lower()]
+    assert problems == [], done.stderr
+
+
+def test_the_unescaped_control_would_be_expanded(tmp_path):
+    """The check above can fail: the same value written raw is a specifier systemd resolves."""
+    assert systemd_unit.escape("/var/log/nccl.%h.log") != "/var/log/nccl.%h.log"
+    assert systemd_unit.escape("a$b", exec_arg=True) == "a$$b" and systemd_unit.escape("a$b") == "a$b"
+
+
+def test_a_line_break_is_refused_not_written(tmp_path):
+    with pytest.raises((AnsibleError, ValueError), match="line break"):
+        unit(tmp_path, environment={"NCCL_PROTO": "LL\nExecStartPre=/bin/id"})
