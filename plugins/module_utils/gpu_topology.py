@@ -14,7 +14,9 @@ from __future__ import annotations
 import os
 import re
 import xml.etree.ElementTree as ET
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
+
+from ansible.module_utils.parsing.convert_bool import boolean
 
 SCHEMA_VERSION = 1
 
@@ -175,6 +177,14 @@ def from_hardware(facts: Dict[str, Any]) -> bool:
     """Whether these facts are GPUs read from this host's hardware (not replayed, not none): the one rule
     every role uses to decide, for example, whether vLLM may be started."""
     return facts.get("backend") in ("nvml", "nvidia_smi") and int(facts.get("count") or 0) > 0
+
+
+def reported_from_hardware(facts: Mapping[str, Any]) -> bool:
+    """What the roles ask: the facts' own `from_hardware` (Ansible's truth values), and for facts from before
+    gpu_facts set it, the rule above."""
+    if "from_hardware" in facts:
+        return boolean(facts["from_hardware"], strict=False)
+    return from_hardware(dict(facts))
 
 
 def no_gpu_facts(reason: str) -> Dict[str, Any]:

@@ -336,9 +336,7 @@ def installs_driver(specs: Mapping[str, Mapping[str, Any]], variables: Mapping[s
 
 def gpus_from_hardware(facts: Mapping[str, Any]) -> bool:
     """gpu_facts' own `from_hardware`; for facts from before it carried one, the backend rule."""
-    if "from_hardware" in facts:
-        return _flag(facts["from_hardware"])
-    return gpu_topology.from_hardware(dict(facts))
+    return gpu_topology.reported_from_hardware(facts)
 
 
 def disk_check_decision(mode: str, weights_source: Any, service_start: Any, from_hardware: bool) -> bool:

@@ -235,9 +235,7 @@ def _checked(inputs: Any) -> Dict[str, Any]:
 
 def from_hardware(facts: Mapping[str, Any]) -> bool:
     """gpu_facts' own `from_hardware`; facts from before it carried one: nvml/nvidia_smi with GPUs."""
-    if "from_hardware" in facts:
-        return bool(facts["from_hardware"])
-    return gpu_topology.from_hardware(dict(facts))
+    return gpu_topology.reported_from_hardware(facts)
 
 
 def start_decision(start: str, hardware: bool, backend: str) -> Tuple[bool, str]:

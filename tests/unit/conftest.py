@@ -96,3 +96,18 @@ def module_exits(monkeypatch):
         raise FailJson(kwargs)
     monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
     monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+
+
+@pytest.fixture
+def refuse_open(monkeypatch):
+    """`refuse_open(path)`: opening that one file raises EACCES, as a root-only file does for a user; every other
+    open is the real one."""
+    real_open = open
+
+    def refuse(path):
+        def refusing_open(file, *args, **kwargs):
+            if str(file) == str(path):
+                raise PermissionError(13, "Permission denied", str(file))
+            return real_open(file, *args, **kwargs)
+        monkeypatch.setattr("builtins.open", refusing_open)
+    return refuse

@@ -99,16 +99,10 @@ def test_missing_file_and_directory(lookup, tmp_path):
     assert _error(lookup, str(tmp_path)) == "vllm_service_profile: %s is a directory, not a profile file" % tmp_path
 
 
-def test_unreadable_file(lookup, tmp_path, monkeypatch):
+def test_unreadable_file(lookup, tmp_path, refuse_open):
     path = tmp_path / "locked.yml"
     path.write_text(TINY_TEXT)
-    real_open = open
-
-    def refusing_open(file, *args, **kwargs):
-        if str(file) == str(path):
-            raise PermissionError(13, "Permission denied", str(file))
-        return real_open(file, *args, **kwargs)
-    monkeypatch.setattr("builtins.open", refusing_open)
+    refuse_open(path)
     assert _error(lookup, str(path)) == "vllm_service_profile: cannot read the profile file %s: Permission denied" % path
 
 

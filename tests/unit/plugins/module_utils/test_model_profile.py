@@ -311,16 +311,10 @@ def test_load_profile_messages_name_the_file(tmp_path):
         mp.load_profile("broken", str(tmp_path))
 
 
-def test_load_profile_unreadable_file(tmp_path, monkeypatch):
+def test_load_profile_unreadable_file(tmp_path, refuse_open):
     path = tmp_path / "secret.yml"
     path.write_text(TINY)
-    real_open = open
-
-    def refusing_open(file, *args, **kwargs):
-        if str(file) == str(path):
-            raise PermissionError(13, "Permission denied", str(file))
-        return real_open(file, *args, **kwargs)
-    monkeypatch.setattr("builtins.open", refusing_open)
+    refuse_open(path)
     with pytest.raises(mp.ProfileError) as err:
         mp.load_profile(str(path), PROFILES)
     assert str(err.value) == "vllm_service_profile: cannot read the profile file %s: Permission denied" % path

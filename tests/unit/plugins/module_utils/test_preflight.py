@@ -578,10 +578,3 @@ def test_nothing_to_send_is_an_empty_mapping():
     args = module_args(specs={"ray_cluster": {}}, preflight_roles=["ray_cluster"])
     assert args["variables"] == {}
 
-
-def test_role_vars_hold_constants_only():
-    with open(os.path.join(role_templating.ROLES, "preflight", "vars", "main.yml")) as f:
-        text = f.read()
-    assert "{{" not in text and "{%" not in text
-    with open(os.path.join(role_templating.ROLES, "preflight", "tasks", "main.yml")) as f:
-        assert len(f.read().splitlines()) <= 80
