@@ -577,4 +577,3 @@ def test_no_log_options_are_never_sent_whatever_their_name():
 def test_nothing_to_send_is_an_empty_mapping():
     args = module_args(specs={"ray_cluster": {}}, preflight_roles=["ray_cluster"])
     assert args["variables"] == {}
-
