@@ -9,9 +9,12 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.moeops.inference.plugins.module_utils import systemd_unit
 
 
-def systemd_escape(value, exec_arg=False):
-    """A value as systemd reads it back: `%` doubled (specifiers), and in an Exec line `$` doubled too."""
+def systemd_escape(value, exec_arg=False, quote=False):
+    """A value as systemd reads it back: `%` doubled (specifiers), and in an Exec line `$` doubled too; with
+    `quote`, one word in systemd's own quoting."""
     try:
+        if quote:
+            return systemd_unit.quote(value, exec_arg=bool(exec_arg))
         return systemd_unit.escape(value, exec_arg=bool(exec_arg))
     except ValueError as exc:
         raise AnsibleFilterError(str(exc))

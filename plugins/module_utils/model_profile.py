@@ -217,6 +217,8 @@ def profile_path(value: Any, profiles_dir: str, var: str = PROFILE_VAR) -> str:
     """
     if not isinstance(value, str):
         raise ProfileError("%s: expected %s, got %s" % (var, _accepted(profiles_dir), _got(value)))
+    if any(c in value for c in "\n\r\0"):  # not echoed: the input rules name it, and it is the broken part
+        raise ProfileError("%s: a profile name or path cannot span lines; expected %s" % (var, _accepted(profiles_dir)))
     if os.path.isabs(value):
         return value
     if PROFILE_NAME.match(value):

@@ -268,8 +268,9 @@ def check_p2p(facts: Mapping[str, Any]) -> Result:
 # --- role inputs -----------------------------------------------------------------------------------
 
 def check_role_inputs(role: str, spec: Mapping[str, Any], values: Mapping[str, Any]) -> Result:
-    """One role's inputs: its argument spec and every rule of role_inputs (the roles' input rules live there)."""
-    return _result(role_inputs.role_input_problems(role, spec, values))
+    """One role's inputs: its argument spec and every rule of role_inputs (the roles' input rules live there);
+    a secret's value is never quoted."""
+    return _result(role_inputs.redact(role_inputs.role_input_problems(role, spec, values), spec, values))
 
 
 def check_unknown_variables(specs: Mapping[str, Mapping[str, Any]], names: Sequence[str],
@@ -386,13 +387,16 @@ def decide(specs: Mapping[str, Mapping[str, Any]], variables: Mapping[str, Any],
     source = profile.get("source") if isinstance(profile, Mapping) else None
     if not path and isinstance(source, str) and source:
         path = weights_location(source, hf_home)
+    # A path that spans lines is already refused by its variable's name: it is no place to read or measure.
+    unusable = bool(role_inputs.line_safety_problems("weights path", path))
     return {
         "driver_branch": planned_driver_branch(specs, variables),
         "installs_driver": installs_driver(specs, variables),
         "check_disk": disk_check_decision(
             disk_check, role_value(specs, variables, "model_weights", "model_weights_source", "none"),
-            role_value(specs, variables, "vllm_service", "vllm_service_start", "auto"), gpus_from_hardware(gpu_facts)),
-        "weights_path": path,
+            role_value(specs, variables, "vllm_service", "vllm_service_start", "auto"), gpus_from_hardware(gpu_facts))
+        and not unusable,
+        "weights_path": "" if unusable else path,
     }
 
 

@@ -7,7 +7,8 @@ role changes anything.
 Two kinds, applied to the value the role will really use (as Ansible templated it, not a converted copy):
 - generic rules, derived from each option's `meta/argument_specs.yml` entry, so that an option added later
   is covered without anyone remembering: the spec's own type check, no line break in any string, strict
-  integers and booleans, lists and dicts not given as strings, paths absolute and normalised, TCP ports;
+  integers and booleans, lists and dicts not given as strings, paths absolute, normalised and without
+  whitespace, TCP ports;
 - one semantic check per role (SEMANTIC_CHECKS) for what a spec cannot say: accounts that are not root,
   ranges, hardening overrides limited to sandboxing directives, `vllm serve` arguments that have a
   dedicated variable, secrets where a secret does not belong.
@@ -122,6 +123,10 @@ def _type_problems(name: str, opt: Mapping[str, Any], raw: Any) -> Problems:
     if kind == "path" and isinstance(raw, str) and not (raw == "" and opt.get("default") == ""):
         if not raw.startswith("/"):
             return ["%s must be an absolute path, got %r" % (name, raw)]
+        if re.search(r"\s", raw):
+            # systemd splits ReadWritePaths=, StateDirectory= and the like on whitespace: one path would become two.
+            return ["%s must be an absolute path without whitespace (systemd reads path lists split on spaces), got %r"
+                    % (name, raw)]
         bare = raw.rstrip("/") or "/"  # a trailing slash names the same directory
         if posixpath.normpath(bare) != bare or bare.startswith("//"):
             return ["%s must be a normalised absolute path (no '..', '.' or '//'), got %r; use %r"
@@ -140,11 +145,17 @@ def generic_problems(spec: Mapping[str, Any], values: Mapping[str, Any]) -> Tupl
     """The spec's own validation plus the rules above, for the options set in `values`; and the
     validated values (the spec's conversions applied) for the semantic checks."""
     result = ArgumentSpecValidator(dict(spec)).validate(dict(values))
-    problems = [str(m) for m in result.error_messages]
+    broken = {name: line_safety_problems(name, raw) for name, raw in values.items()}
+
+    def names(message: str, name: str) -> bool:
+        return "'%s'" % name in message or " %s " % name in message
+
+    # A value that spans lines gets that one message: the spec's own (a choice's "got: ...") would echo it.
+    problems = [str(m) for m in result.error_messages if not any(broken[n] and names(str(m), n) for n in values)]
     for name in sorted(values):
         raw = values[name]
-        problems.extend(line_safety_problems(name, raw))
-        named = any("'%s'" % name in m or " %s " % name in m for m in result.error_messages)
+        problems.extend(broken[name])
+        named = broken[name] or any(names(m, name) for m in result.error_messages)
         if raw is not None and not named:  # one message per mistake: the spec's own, when it has one
             problems.extend(_type_problems(name, spec[name], raw))
     return problems, dict(result.validated_parameters)
@@ -358,6 +369,18 @@ def role_input_problems(role: str, spec: Mapping[str, Any], values: Mapping[str,
     problems, validated = generic_problems(spec, values)
     semantic = SEMANTIC_CHECKS.get(role)
     if semantic is not None:
-        # The raw value where it is set (what the role uses), never the spec's conversion of it.
-        problems.extend(semantic({k: values.get(k, validated.get(k)) for k in values}))
+        # The raw value where it is set (what the role uses), never the spec's conversion of it; a value that spans
+        # lines already has its one message, and the semantic one would echo it.
+        problems.extend(semantic({k: values.get(k, validated.get(k)) for k in values
+                                  if not line_safety_problems(k, values[k])}))
     return ["%s: %s" % (role, p) for p in dict.fromkeys(problems)]
+
+
+def redact(problems: Problems, spec: Mapping[str, Any], values: Mapping[str, Any]) -> Problems:
+    """`problems` with the value of every no_log option replaced by asterisks: a secret is checked like any
+    value (whitespace, a line break), but never quoted."""
+    for name, opt in spec.items():
+        secret = values.get(name)
+        if isinstance(opt, Mapping) and opt.get("no_log") and isinstance(secret, str) and secret:
+            problems = [p.replace(repr(secret), "'********'").replace(secret, "********") for p in problems]
+    return problems

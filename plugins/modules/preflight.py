@@ -113,10 +113,24 @@ options:
         the driver branch it would install (C(nvidia_driver_branch), when C(nvidia_driver) is in O(role_specs)),
         whether it installs the driver (C(nvidia_driver_install_packages)), whether the disk is checked
         (O(disk_check)) and where the weights will be (O(weights_path)).
-      - Leave secrets out (options with C(no_log), and names ending in C(_token), C(_password), C(_secret) or
-        C(_api_key)), since module arguments show in the task's invocation at C(-vvv).
+      - Leave secrets out (options with C(no_log), and names that look like a secret but are no option), since module
+        arguments show in the task's invocation at C(-vvv); give those names in O(secret_variable_names).
     type: dict
     default: {}
+  secret_variables:
+    description:
+      - The role options that are secrets (C(no_log) in their argument spec), by name; checked like O(variables) (no
+        line break, no whitespace), but never shown, in the invocation or in a message.
+    type: dict
+    default: {}
+  secret_variable_names:
+    description:
+      - Role-prefixed variables left out of O(variables) because their names look like a secret (C(token), C(passw),
+        C(secret), C(api_key), C(apikey), C(credential)) and no role has such an option; only their names are checked,
+        for the unknown-variable warning (a typo such as C(vllm_service_apikey) for C(vllm_service_api_key)).
+    type: list
+    elements: str
+    default: []
   known_other_variables:
     description: Role-prefixed variables that are not role options but are expected (no unknown-variable warning).
     type: list
@@ -215,6 +229,8 @@ def main():
             hf_home=dict(type="path", default="/var/cache/vllm/huggingface"),
             role_specs=dict(type="dict", default={}),
             variables=dict(type="dict", default={}),
+            secret_variables=dict(type="dict", default={}, no_log=True),
+            secret_variable_names=dict(type="list", elements="str", default=[], no_log=False),
             known_other_variables=dict(type="list", elements="str", default=[]),
             fail_on_problems=dict(type="bool", default=True),
         ),
@@ -232,8 +248,8 @@ def main():
         tensor_parallel_size=p["tensor_parallel_size"], gpu_memory_utilization=p["gpu_memory_utilization"],
         extra_args=p["extra_args"], driver_branch=decisions["driver_branch"],
         installs_driver=decisions["installs_driver"], weights=weights, check_disk=decisions["check_disk"],
-        disk_check=p["disk_check"], role_specs=specs, role_values=group_variables(specs, p["variables"]),
-        variable_names=sorted(p["variables"]), known_other_variables=p["known_other_variables"],
+        disk_check=p["disk_check"], role_specs=specs, role_values=group_variables(specs, dict(p["variables"], **p["secret_variables"])),
+        variable_names=sorted(set(p["variables"]) | set(p["secret_variable_names"])), known_other_variables=p["known_other_variables"],
     )
     report = preflight.run_preflight(inputs)
     report["checked"]["decisions"] = decisions

@@ -19,3 +19,20 @@ shrink=$SECONDS
 ansible-playbook -i "$scenario/inventory-shrunk/hosts.yml" "$scenario/converge.yml"
 ansible-playbook -i "$scenario/inventory-shrunk/hosts.yml" -e ray_test_expected_nodes=1 "$scenario/verify.yml"
 echo "ray_cluster: shrunk to 1 node in $((SECONDS - shrink)) s; total $((SECONDS - start)) s"
+# Bad inputs of the multi-node playbook are refused by its first tasks, on every host, before anything changes.
+bad=$SECONDS
+out=$(mktemp)
+rc=0
+ansible-playbook -i "$scenario/inventory-shrunk/hosts.yml" playbooks/kimi_k25_multinode.yml -e kimi_k25_multinode_install=false \
+  -e '{"ray_cluster_environment": {"GLOO_X": "a\nExecStartPre=/bin/id"}, "ray_cluster_service_name": "ray x",
+       "vllm_service_extra_args": ["--host", "0.0.0.0"]}' > "$out" 2>&1 || rc=$?
+[ "$rc" -eq 2 ] || { echo "multinode with bad inputs: exit $rc, expected 2"; tail -30 "$out"; exit 1; }
+for want in "ray_cluster: ray_cluster_environment.GLOO_X contains a newline" \
+            "ray_cluster: ray_cluster_service_name must be a systemd unit name" \
+            "vllm_service: vllm_service_extra_args[0] --host: set vllm_service_host instead"; do
+  grep -qF "$want" "$out" || { echo "multinode bad inputs: lacks $want"; cat "$out"; exit 1; }
+done
+grep -E '^[a-z0-9-]+ +: ok=' "$out"
+! grep -E '^[a-z0-9-]+ +: ok=' "$out" | grep -qv 'changed=0' || { echo "a host changed"; exit 1; }
+rm -f "$out"
+echo "ray_cluster: three bad inputs refused on every host before any change, in $((SECONDS - bad)) s"

@@ -7,6 +7,7 @@
 #    playbooks/preflight.yml;
 #  - bad inputs given with -e (strings from the command line) to a thin model playbook, and the
 #    preflight tag;
+#  - the accepted cases of cases.yml: each one's unit loaded into systemd and read back as intended (accepted.yml);
 #  - the node is fingerprinted (files under /etc /opt /usr /var/lib /var/cache, packages, users,
 #    units) before and after, and must be unchanged.
 # Runs from the repository root with the tooling venv on PATH (tests/run sets that up).
@@ -61,7 +62,7 @@ export ANSIBLE_LOAD_CALLBACK_PLUGINS=1
 t0=$SECONDS
 rc=0
 ANSIBLE_STDOUT_CALLBACK=ansible.builtin.json ansible-playbook -i "$inv" -i "$work/cases.yml" playbooks/deploy.yml \
-  -e moeops_hosts=cases_deploy -f 40 > "$work/deploy.json" 2> "$work/deploy.err" || rc=$?
+  -e moeops_hosts=cases_deploy:cases_generated -f 40 > "$work/deploy.json" 2> "$work/deploy.err" || rc=$?
 [ "$rc" -eq 2 ] || { echo "deploy batch: exit $rc, expected 2 (hosts failed)"; tail -20 "$work/deploy.err"; exit 1; }
 rc=0
 ANSIBLE_STDOUT_CALLBACK=ansible.builtin.json ansible-playbook -i "$inv" -i "$work/cases.yml" playbooks/preflight.yml \
@@ -99,4 +100,22 @@ if ! diff "$work/before" "$work/after"; then
   echo "the node changed"; exit 1
 fi
 echo "fingerprint after:  $(head -c 16 "$work/after") (unchanged)"
+
+# The accepted cases: each one's unit loaded into the node's systemd (under /run), verified with nothing printed,
+# and read back over D-Bus exactly as the plan intends.
+ANSIBLE_STDOUT_CALLBACK=ansible.builtin.json ansible-playbook -i "$inv" -i "$work/cases.yml" "$here/accepted.yml" -f 10 \
+  > "$work/accepted.json" 2> "$work/accepted.err" || { echo "accepted cases:"; cat "$work/accepted.json" "$work/accepted.err" | tail -60; exit 1; }
+python3 - "$here/cases.yml" "$work/accepted.json" <<'PY'
+import json, sys, yaml
+want = [c["host"] for c in yaml.safe_load(open(sys.argv[1]))["accepted"]]
+said = {}
+for task in json.load(open(sys.argv[2]))["plays"][0]["tasks"]:
+    if task["task"]["name"] == "Show what systemd read":
+        said = {h: r["msg"] for h, r in task["hosts"].items()}
+missing = sorted(set(want) - set(said))
+assert not missing, "accepted cases not read back: %s" % missing
+for host in want:
+    print("accepted " + said[host])
+print("accepted %d cases: each unit verified silent by systemd-analyze, and read back by systemd exactly as intended" % len(want))
+PY
 echo "60-bad-inputs: $((SECONDS - start)) s"

@@ -100,6 +100,25 @@ def test_every_role_has_a_check_entry_point_with_the_main_options(role):
 
 
 @pytest.mark.parametrize("role", ROLES)
+def test_every_check_starts_by_refusing_bad_inputs(role):
+    """The first task of each check entry point is the role_inputs action for the role itself: a bad input is refused
+    before the role reads a fact or derives anything from it."""
+    first = load(role, "tasks", "check.yml")[0]
+    assert first.get("moeops.inference.role_inputs") == {"role": role}, (role, first)
+
+
+# The preflight role sends role variables to its module, whose arguments show at -vvv; a secret must be no_log.
+SECRET_NAME = re.compile(r"token|passw|secret|api_?key|credential", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_option_named_like_a_secret_is_no_log(role):
+    leaky = [name for name, opt in options(role).items()
+             if SECRET_NAME.search(name) and opt.get("type") != "path" and not opt.get("no_log")]
+    assert leaky == [], "%s: %s look like secrets; give them no_log: true" % (role, leaky)
+
+
+@pytest.mark.parametrize("role", ROLES)
 def test_vars_hold_constants_only(role):
     path = os.path.join(ROOT, "roles", role, "vars", "main.yml")
     if not os.path.exists(path):

@@ -194,6 +194,14 @@ def test_profile_path_refuses_a_relative_path_or_another_string(value):
         "(a relative path is not accepted: write it as an absolute path)" % value)
 
 
+@pytest.mark.parametrize("value", ["glm5\nExecStartPre=/bin/id", "/srv/p.yml\r[Service]", "kimi_k25\0"])
+def test_profile_path_refuses_a_line_break_without_echoing_it(value):
+    with pytest.raises(mp.ProfileError) as err:
+        mp.profile_path(value, PROFILES)
+    assert str(err.value).startswith("vllm_service_profile: a profile name or path cannot span lines; expected the name")
+    assert "ExecStart" not in str(err.value) and "Service" not in str(err.value)
+
+
 @pytest.mark.parametrize("value, shown", [(25, "an integer (25)"), (None, "null"), (True, "a boolean (True)"),
                                           (2.5, "a float (2.5)"), ({"name": "x"}, "a mapping ({'name': 'x'})"),
                                           (["glm5"], "a list (['glm5'])"), (b"glm5", "a bytes (b'glm5')")])

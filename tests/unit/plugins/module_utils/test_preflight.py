@@ -4,8 +4,10 @@ tests/fixtures/gpu/README.md) and the shipped model profiles and role argument s
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 import os
+import re
 
 import pytest
 import role_templating
@@ -298,7 +300,8 @@ def test_every_option_of_every_role_refuses_a_line_break(breaker, what):
                 wanted = [p for p in report["problems"]
                           if p.startswith("%s: %s%s" % (role, name, place)) and ("contains " + what) in p]
                 assert wanted, (role, name, value, report["problems"])
-                assert "ExecStartPre" not in " ".join(wanted)  # the value is never echoed
+                # The value is never echoed, by this message or any other (the spec's choices, the semantic rules).
+                assert "ExecStartPre" not in " ".join(report["problems"]), report["problems"]
                 covered.append((role, name))
     # Every role's string-carrying options, not a handful: 94 role/option pairs once the second spellings
     # (vllm_service_venv, model_weights_user, the *_gpu_facts, ...) were removed; a shared name such as
@@ -471,6 +474,13 @@ def test_weights_path_without_a_profile_or_a_name():
         "/hf/hub/models--moonshotai--Kimi-K2.5"
 
 
+def test_a_weights_path_that_spans_lines_is_neither_read_nor_measured():
+    specs = {"model_weights": spec("model_weights")}
+    got = pf.decide(specs, {"model_weights_source": "http", "model_weights_dest": "/opt/x\nExecStartPre=/bin/id"}, {},
+                    profile("kimi_k25"), disk_check="always")
+    assert (got["weights_path"], got["check_disk"]) == ("", False)
+
+
 def test_disk_not_checked_by_choice_says_so():
     report = run(check_disk=False, disk_check="never", weights={"path": "/w", "present_bytes": 0, "free_bytes": GB})
     assert report["problems"] == []
@@ -508,6 +518,21 @@ def test_module_decides_from_its_variables(tmp_path):
 
 
 @pytest.mark.usefixtures("module_exits")
+def test_module_checks_the_secrets_without_showing_them():
+    kind, result = run_module({
+        "gpu_facts": {}, "profile": profile("kimi_k25"), "fail_on_problems": False,
+        "role_specs": {"vllm_service": spec("vllm_service"), "model_weights": spec("model_weights")},
+        "variables": {"vllm_service_port": 8001},
+        "secret_variables": {"vllm_service_api_key": "sk-1\nExecStartPre=/bin/id", "model_weights_token": "hf 2"},
+        "secret_variable_names": ["vllm_service_apikey"]})
+    assert kind is ExitJson
+    said = " ".join(result["problems"] + result["preflight_warnings"])
+    assert "vllm_service: vllm_service_api_key contains a newline" in said
+    assert "did you mean vllm_service_api_key?" in said
+    assert "sk-1" not in said and "ExecStartPre" not in said and "hf 2" not in said
+
+
+@pytest.mark.usefixtures("module_exits")
 @pytest.mark.parametrize("option, value", [("driver_branch", 580), ("installs_driver", True), ("check_disk", False),
                                            ("disk_check", "sometimes")])
 def test_module_refuses_the_options_it_decides_itself(option, value):
@@ -528,6 +553,7 @@ SECRETS = {
     "model_weights_mirror_secret": "SECRET_5",
     "nvidia_driver_repo_api_key": "SECRET_6",
     "gpu_facts_other_token": {"nested": "SECRET_7"},
+    "vllm_service_apikey": "sk-SECRET_9",                 # a typo of vllm_service_api_key
 }
 
 
@@ -545,9 +571,18 @@ def module_args(specs=None, **variables):
     return Templar(loader=DataLoader(), variables=data).template(role_templating.trusted(task["moeops.inference.preflight"]))
 
 
-def test_secrets_are_never_sent_to_the_module():
+def module_no_log_options():
+    return sorted(re.findall(r"(\w+)=dict\([^)]*no_log=True", inspect.getsource(preflight_module.main)))
+
+
+def test_secrets_go_only_in_the_no_log_option():
     args = module_args(vllm_service_port=8001, nvidia_driver_branch=575, model_weights_source="http", **SECRETS)
-    sent = json.dumps(args, default=str)
+    # The no_log options of the specs go in secret_variables, which the module declares no_log (Ansible masks it
+    # in the invocation and in any output); nothing else carries a secret.
+    no_log = ("vllm_service_hf_token", "vllm_service_api_key", "model_weights_token")
+    assert args["secret_variables"] == {k: SECRETS[k] for k in no_log}
+    assert module_no_log_options() == ["secret_variables"]
+    sent = json.dumps({k: v for k, v in args.items() if k != "secret_variables"}, default=str)
     assert "SECRET" not in sent, [k for k in args["variables"] if "SECRET" in json.dumps(args["variables"][k])]
     assert not set(SECRETS) & set(args["variables"])
     # ... while everything else with a checked role's prefix is, so the module can decide from it.
@@ -555,8 +590,14 @@ def test_secrets_are_never_sent_to_the_module():
     assert args["variables"]["nvidia_driver_branch"] == 575
     assert args["variables"]["model_weights_source"] == "http"
     assert args["variables"]["vllm_service_profile"] == "kimi_k25"  # the role's default
-    assert sorted(args["role_specs"]) == sorted(args_roles())
+    assert sorted(args["role_specs"]) == sorted(args_roles() + ["preflight"])
     assert args["disk_check"] == "auto" and args["weights_path"] == ""
+    # A secret-looking name that is no option goes by name only, so the typo still gets its warning.
+    assert sorted(args["secret_variable_names"]) == sorted(set(SECRETS) - set(no_log))
+    names = sorted(set(args["variables"]) | set(args["secret_variable_names"]))
+    report = pf.run_preflight({"role_specs": args["role_specs"], "variable_names": names})
+    assert ("vllm_service_apikey is set but is not an option of role vllm_service (did you mean vllm_service_api_key?)"
+            in " ".join(report["warnings"])), report["warnings"]
 
 
 def args_roles():
@@ -569,11 +610,13 @@ def test_no_log_options_are_never_sent_whatever_their_name():
                                   vllm_service_plain={"type": "str", "no_log": False})}
     args = module_args(specs=specs, preflight_roles=["vllm_service"], vllm_service_session="SECRET_8",
                        vllm_service_plain="shown")
-    assert "SECRET" not in json.dumps(args, default=str)
+    assert args["secret_variables"] == {"vllm_service_session": "SECRET_8"}
+    assert "SECRET" not in json.dumps({k: v for k, v in args.items() if k != "secret_variables"}, default=str)
     assert args["variables"]["vllm_service_plain"] == "shown"
     assert "vllm_service_session" not in args["variables"]
 
 
 def test_nothing_to_send_is_an_empty_mapping():
     args = module_args(specs={"ray_cluster": {}}, preflight_roles=["ray_cluster"])
-    assert args["variables"] == {}
+    # Only the preflight role's own variables (its inputs are checked with the others'), none of ray_cluster's.
+    assert sorted(args["variables"]) == sorted(k for k in role_templating.role_vars("preflight") if k.startswith("preflight_"))

@@ -108,6 +108,10 @@ def test_ordinary_environment_passes():
      "vllm_hf_home must be a normalised absolute path (no '..', '.' or '//'), got "
      "'/var/cache/../hf/'; use '/var/hf'"),
     ("vllm_hf_home", "/var//hf", "got '/var//hf'; use '/var/hf'"),
+    # CacheDirectory=my hf would be two directories.
+    ("vllm_hf_home", "/var/cache/my hf",
+     "vllm_hf_home must be an absolute path without whitespace (systemd reads path lists split on spaces)"),
+    ("vllm_home", "/srv/vllm\thome", "vllm_home must be an absolute path without whitespace"),
     ("vllm_service_gpu_memory_utilization", 0, "vllm_service_gpu_memory_utilization must be above 0 and at most 1"),
     ("vllm_service_gpu_memory_utilization", 1.5, "got 1.5"),
     ("vllm_service_gpu_memory_utilization", -0.5, "got -0.5"),
@@ -187,10 +191,12 @@ def test_the_shipped_defaults_pass_every_roles_rules():
 
 
 def test_a_secret_is_checked_but_never_quoted():
-    from ansible_collections.moeops.inference.plugins.filter.role_inputs import role_input_problems
-    found = role_input_problems({"vllm_service_profile": "kimi_k25", "vllm_service_api_key": "s3cr3t value"},
-                                "vllm_service", spec("vllm_service"))
-    assert found == ["vllm_service: vllm_service_api_key must not contain whitespace"]
-    found = role_input_problems({"vllm_service_profile": "kimi_k25", "vllm_service_hf_token": "hf_x\nExecStartPre=id"},
-                                "vllm_service", spec("vllm_service"))
-    assert found and all("hf_x" not in p and "ExecStartPre" not in p for p in found), found
+    def found(**values):
+        return ri.redact(ri.role_input_problems("vllm_service", spec("vllm_service"), values), spec("vllm_service"), values)
+    assert found(vllm_service_profile="kimi_k25", vllm_service_api_key="s3cr3t value") == [
+        "vllm_service: vllm_service_api_key must not contain whitespace"]
+    problems = found(vllm_service_profile="kimi_k25", vllm_service_hf_token="hf_x\nExecStartPre=id")
+    assert problems and all("hf_x" not in p and "ExecStartPre" not in p for p in problems), problems
+    # redact itself: the no_log option's value, quoted or bare, becomes asterisks; other values stay.
+    assert ri.redact(["a: got 'sk-1'", "b sk-1 c", "port 8000"], {"k": {"no_log": True}, "p": {}},
+                     {"k": "sk-1", "p": "8000"}) == ["a: got '********'", "b ******** c", "port 8000"]
