@@ -592,6 +592,8 @@ def to_snapshot(facts: Dict[str, Any], captured_at: str, host: str, description:
     # Optional since 0.2.0, same schema_version: older snapshots simply lack it.
     if "network" in facts:
         snap["network"] = facts["network"]
+    if "host" in facts:
+        snap["host"] = facts["host"]
     return snap
 
 
@@ -627,6 +629,8 @@ def from_snapshot(snap: Dict[str, Any], path: str) -> Dict[str, Any]:
     }}
     if "network" in snap:
         extra["network"] = snap["network"]
+    if isinstance(snap.get("host"), dict):  # a recorded PCIe host section (pcie_host.read_host), replayed as it is
+        extra["host"] = snap["host"]
     return build_facts("snapshot", snap["driver_version"], snap["cuda_driver_version"], gpus, snap["pairs"], snap["unavailable"], extra)
 
 

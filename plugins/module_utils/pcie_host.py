@@ -833,3 +833,15 @@ def host_findings(host: Mapping[str, Any], gpu_count: int, architecture: Optiona
             found.append(_unread(check, "%d of the %d GPUs are not in the host section" % (gpu_count - listed, gpu_count)))
         findings.extend(found)
     return findings
+
+
+def facts_findings(facts: Mapping[str, Any]) -> List[Finding]:
+    """host_findings over the GPU facts' own ``host`` section (gpu_facts' ``host`` option), with the facts' GPU
+    count and architecture family (one family for all the GPUs, else None); [] when the facts have no host
+    section. Preflight and the settings report both show these."""
+    host = facts.get("host")
+    if not isinstance(host, Mapping):
+        return []
+    families = sorted({str(g.get("architecture") or "") for g in facts.get("gpus") or []})
+    family = families[0] if len(families) == 1 and families[0] else None
+    return host_findings(host, int(facts.get("count") or 0), family)

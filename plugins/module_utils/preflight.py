@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology, model_profile, role_inputs
+from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology, model_profile, pcie_host, role_inputs
 from ansible_collections.moeops.inference.plugins.module_utils.nccl_policy import p2p_level
 
 Result = Dict[str, List[str]]
@@ -265,6 +265,16 @@ def check_p2p(facts: Mapping[str, Any]) -> Result:
     return _result(warnings=["P2P: " + w for w in p2p_level(facts)["warnings"]])
 
 
+def check_pcie_host(facts: Mapping[str, Any]) -> Result:
+    """The PCIe host findings: a warning each, a problem for a blocking one, with its reason and remedy."""
+    said = {"warning": [], "blocking": []}  # type: Dict[str, List[str]]
+    for f in pcie_host.facts_findings(facts):
+        if f["result"] in said:
+            said[f["result"]].append("PCIe host %s: %s%s" % (f["check"], f["reason"],
+                                                              "; remedy: " + f["remedy"] if f.get("remedy") else ""))
+    return _result(said["blocking"], said["warning"])
+
+
 # --- role inputs -----------------------------------------------------------------------------------
 
 def check_role_inputs(role: str, spec: Mapping[str, Any], values: Mapping[str, Any]) -> Result:
@@ -487,6 +497,9 @@ def run_preflight(inputs: Mapping[str, Any]) -> Dict[str, Any]:
         _merge(out, check_driver(facts, int(branch) if isinstance(branch, int) or str(branch).isdigit() else None,
                                  bool(inputs.get("installs_driver"))))
         _merge(out, check_p2p(facts))
+        _merge(out, check_pcie_host(facts))
+        if isinstance(facts.get("host"), Mapping):
+            checked["pcie_host"] = pcie_host.facts_findings(facts)
     if profile_ok:
         weights = inputs.get("weights") or {}
         if weights.get("path") and not inputs.get("check_disk", True):

@@ -26,6 +26,8 @@ import hashlib
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ansible_collections.moeops.inference.plugins.module_utils import pcie_host
+
 # Values of these variables and arguments are never shown: only whether they are set.
 SECRET_NAME_RE = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|CREDENTIAL)", re.IGNORECASE)
 SECRET_ARGS = frozenset(["--api-key", "--hf-token", "--ssl-keyfile-password"])
@@ -607,6 +609,15 @@ def build_report(host: str, desired: Mapping[str, Any], deployed: Mapping[str, A
         status.append("http     %s at %s; %s (%s)" % (hline, http.get("url"), mline, key_text))
     gpus = gpu_summary(gpu_facts or {})
     status.append("GPUs     %s" % gpus["line"])
+    # The PCIe host's P2P readiness (pcie_host's policy over the facts' host section), warnings first in full.
+    findings = pcie_host.facts_findings(gpu_facts or {})
+    for f in findings:
+        if f["result"] != "ok":
+            status.append("PCIe     %s %s: %s" % (f["result"].upper(), f["check"], f["reason"])
+                          + ("; remedy: %s" % f["remedy"] if f.get("remedy") else ""))
+    if findings:
+        fine = sorted({f["check"] for f in findings} - {f["check"] for f in findings if f["result"] != "ok"})
+        status.append("PCIe     ok: %s" % (", ".join(fine) or "none"))
     policy = desired.get("nccl") or {}
     for note in policy.get("notes") or []:
         status.append("policy   %s" % note)
@@ -626,6 +637,7 @@ def build_report(host: str, desired: Mapping[str, Any], deployed: Mapping[str, A
         "http": http,
         "api_key_set": bool(deployed.get("api_key_set")),
         "gpus": gpus,
+        "pcie_host": findings,
         "rows": rows,
         "status_lines": status,
     }

@@ -72,6 +72,25 @@ options:
     type: bool
     default: true
     version_added: 0.2.0
+  host:
+    description:
+      - Also read the host's PCIe peer-to-peer readiness into C(host) - the IOMMU mode and groups, the ACS control bits
+        of every bridge between each GPU and its root port (from PCI config space), each GPU's link width and speed
+        and BAR1, C(nvidia_uvm)'s C(uvm_disable_hmm), the ASPM policy and C(pcie_port_pm) - from procfs and sysfs under
+        O(host_root). Read as root - config space beyond 64 bytes needs it.
+      - Read from the live host (or the tree at O(host_root)) with every O(backend), also V(snapshot), when there is a
+        GPU. With V(false) a replayed snapshot's own C(host), if it has one, is kept.
+      - The findings over it (C(docs/pcie-host-facts.md)) are the preflight module's and the settings report's.
+    type: bool
+    default: true
+    version_added: 0.5.0
+  host_root:
+    description:
+      - The root under which O(host) reads C(/proc) and C(/sys); V(/) on a real host, a constructed tree in tests and
+        on the simulated node.
+    type: path
+    default: /
+    version_added: 0.5.0
 notes:
   - NVML's P2P status is queried with plain integer indexes; pynvml's C(NVML_P2P_CAPS_INDEX_READ) is the tuple C((0,)).
   - C(numa_node) is the CPU-side NUMA node the GPU hangs off (NVML memory affinity, else sysfs; C(nvidia-smi topo -m)'s
@@ -242,6 +261,15 @@ ansible_facts:
               description: Network fields that could not be read, with the reason.
               type: list
               elements: dict
+        host:
+          description:
+            - The PCIe peer-to-peer readiness of the host, as C(plugins/module_utils/pcie_host.py)'s C(read_host) gives
+              it - C(cmdline), C(iommu), C(uvm), C(aspm), C(pcie_port_pm), C(gpus) (each with its link, IOMMU group,
+              BAR1 and the bridges above it with their ACS bits) and C(unavailable) (every field not read, and why).
+            - The reference is C(docs/pcie-host-facts.md).
+          type: dict
+          returned: when O(host) is true and there is a GPU, or a replayed snapshot has it
+          version_added: 0.5.0
 dump:
   description: Path of the snapshot written (or that would be written in check mode).
   returned: when O(dump) is set
@@ -256,6 +284,7 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology as topo
+from ansible_collections.moeops.inference.plugins.module_utils import pcie_host
 from ansible_collections.moeops.inference.plugins.module_utils import state_files
 
 # nvidia-ml-py is optional (backend=auto falls back to nvidia-smi): imported the way ansible-core's own modules
@@ -352,12 +381,14 @@ def main():
             dump_description=dict(type="str", default=""),
             required=dict(type="bool", default=False),
             network=dict(type="bool", default=True),
+            host=dict(type="bool", default=True),
+            host_root=dict(type="path", default="/"),
         ),
         required_if=[("backend", "snapshot", ["snapshot"])],
         supports_check_mode=True,
     )
     backend = module.params["backend"]
-    for key in ("snapshot", "dump"):
+    for key in ("snapshot", "dump", "host_root"):
         if module.params[key] and not os.path.isabs(module.params[key]):
             module.fail_json(msg="%s must be an absolute path, got %s" % (key, module.params[key]))
 
@@ -387,6 +418,8 @@ def main():
     facts["from_hardware"] = topo.from_hardware(facts)
     if module.params["network"]:
         facts["network"] = topo.read_network("/sys")
+    if module.params["host"] and facts["count"]:
+        facts["host"] = pcie_host.read_host(module.params["host_root"], facts["gpus"])
 
     result = dict(changed=False, ansible_facts=dict(nvidia_gpu=facts))
     if module.params["dump"]:

@@ -111,3 +111,21 @@ def refuse_open(monkeypatch):
             return real_open(file, *args, **kwargs)
         monkeypatch.setattr("builtins.open", refusing_open)
     return refuse
+
+
+@pytest.fixture
+def seed_host_facts(tmp_path):
+    """The seed snapshot's GPU facts with the host section read from its CONSTRUCTED PCIe tree
+    (tests/fixtures/host/constructed/rtxpro6000-x8-2numa-as-shipped.spec.json, built with capture.py)."""
+    import importlib.util
+    from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology, pcie_host
+    here = os.path.join(os.path.dirname(FIXTURES), "host")
+    spec = importlib.util.spec_from_file_location("moeops_host_capture_conftest", os.path.join(here, "capture.py"))
+    capture = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(capture)
+    with open(os.path.join(here, "constructed", "rtxpro6000-x8-2numa-as-shipped.spec.json")) as f:
+        root = capture.build(json.load(f), str(tmp_path / "host-root"))
+    facts = gpu_topology.from_snapshot(load_json("constructed", "rtxpro6000-x8-2numa.json"), "seed")
+    facts["host"] = pcie_host.read_host(root, facts["gpus"])
+    facts["host_root"] = root  # for the tests that run the module over the same tree
+    return facts

@@ -18,6 +18,19 @@ def test_report():
     assert report["host"] == "h" and report["drift"] is False
 
 
+def test_report_shows_the_pcie_host_findings(seed_host_facts):
+    report = settings_report({"unit_text": UNIT, "sources": {}}, DEPLOYED, seed_host_facts, "h")
+    pcie = [line for line in report["status_lines"] if line.startswith("PCIe")]
+    assert [line.split(":")[0] for line in pcie[:2]] == ["PCIe     WARNING iommu", "PCIe     WARNING acs"]
+    assert sum(1 for line in pcie if line.startswith("PCIe     WARNING acs: bridge 0000:")) == 8
+    assert "remedy: boot with iommu=pt" in pcie[0]
+    assert pcie[-1] == "PCIe     ok: bar1, link_width"
+    assert {f["check"] for f in report["pcie_host"]} == {"iommu", "acs", "bar1", "hmm", "link_width", "pcie_port_pm"}
+    # Without a host section the report says nothing about it.
+    plain = settings_report({"unit_text": UNIT, "sources": {}}, DEPLOYED, {"count": 8}, "h")
+    assert not [line for line in plain["status_lines"] if line.startswith("PCIe")] and plain["pcie_host"] == []
+
+
 @pytest.mark.parametrize("desired, deployed, words", [
     ({}, DEPLOYED, "vllm_service_desired"),
     ({"unit_text": UNIT}, {}, "vllm_service_info"),

@@ -309,6 +309,18 @@ def test_every_option_of_every_role_refuses_a_line_break(breaker, what):
     assert len(set(covered)) >= 94, sorted(set(covered))
 
 
+def test_pcie_host_findings_are_warnings_with_their_remedy(seed_host_facts):
+    report = pf.run_preflight({"gpu_facts": seed_host_facts, "profile": profile("kimi_k25")})
+    pcie = [w for w in report["warnings"] if w.startswith("PCIe host ")]
+    assert [w.split(":")[0] for w in pcie] == ["PCIe host iommu"] + ["PCIe host acs"] * 8 + ["PCIe host hmm",
+                                                                                              "PCIe host pcie_port_pm"]
+    assert "remedy: options nvidia_uvm uvm_disable_hmm=1" in pcie[9]
+    assert not any("PCIe" in p for p in report["problems"])
+    assert [f["check"] for f in report["checked"]["pcie_host"] if f["result"] == "ok"] == ["bar1", "link_width"]
+    # A blocking finding would be a problem: none of the rules blocks (docs/pcie-host-facts.md).
+    assert all(f["result"] != "blocking" for f in report["checked"]["pcie_host"])
+
+
 def test_line_safety_names_the_place_and_keeps_clean_values():
     assert role_inputs.line_safety_problems("v", {"A": ["x", {"B": "y\r\nz"}], "C": "fine"}) == [
         "v.A[1].B contains a newline (\\n) and a carriage return (\\r): no value may span lines "

@@ -153,3 +153,24 @@ def test_dump_writes_once_and_respects_check_mode(tmp_path):
     assert written["gpus"] == load_json("constructed", "rtxpro6000-x8-2numa.json")["gpus"]
     replay = run({"backend": "snapshot", "snapshot": out})["ansible_facts"]["nvidia_gpu"]
     assert replay["interconnect"]["class"] == "pcie_cross_numa"
+
+
+def test_host_section_read_under_host_root_with_a_replayed_snapshot(tmp_path, seed_host_facts):
+    root = seed_host_facts["host_root"]
+    facts = run({"backend": "snapshot", "snapshot": SEED, "host_root": root})["ansible_facts"]["nvidia_gpu"]
+    host = facts["host"]
+    assert host == seed_host_facts["host"]
+    assert host["unavailable"] == [] and host["iommu"]["mode"] == "translated"
+    assert [g["pci_bus_id"] for g in host["gpus"]] == ["0000:%s:00.0" % b for b in ("01", "21", "41", "61", "81", "a1", "c1", "e1")]
+    assert {b["acs"]["control_text"] for g in host["gpus"] for b in g["bridges"]} == \
+        {"SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-"}
+    # Dumped, the section travels with the snapshot; replayed with host=false it is kept as recorded.
+    dump = str(tmp_path / "dump.json")
+    run({"backend": "snapshot", "snapshot": SEED, "host_root": root, "dump": dump})
+    again = run({"backend": "snapshot", "snapshot": dump, "host": False})["ansible_facts"]["nvidia_gpu"]
+    assert again["host"] == host
+
+
+def test_no_host_section_without_gpus_or_when_not_asked(no_nvml, empty_path):
+    assert "host" not in run({})["ansible_facts"]["nvidia_gpu"]
+    assert "host" not in run({"backend": "snapshot", "snapshot": SEED, "host": False})["ansible_facts"]["nvidia_gpu"]
