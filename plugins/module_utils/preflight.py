@@ -270,8 +270,8 @@ def check_pcie_host(facts: Mapping[str, Any]) -> Result:
     said = {"warning": [], "blocking": []}  # type: Dict[str, List[str]]
     for f in pcie_host.facts_findings(facts):
         if f["result"] in said:
-            said[f["result"]].append("PCIe host %s: %s%s" % (f["check"], f["reason"],
-                                                              "; remedy: " + f["remedy"] if f.get("remedy") else ""))
+            remedy = "; remedy: " + f["remedy"] if f.get("remedy") else ""
+            said[f["result"]].append("PCIe host %s: %s%s" % (f["check"], f["reason"], remedy))
     return _result(said["blocking"], said["warning"])
 
 

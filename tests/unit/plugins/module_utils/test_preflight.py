@@ -312,8 +312,8 @@ def test_every_option_of_every_role_refuses_a_line_break(breaker, what):
 def test_pcie_host_findings_are_warnings_with_their_remedy(seed_host_facts):
     report = pf.run_preflight({"gpu_facts": seed_host_facts, "profile": profile("kimi_k25")})
     pcie = [w for w in report["warnings"] if w.startswith("PCIe host ")]
-    assert [w.split(":")[0] for w in pcie] == ["PCIe host iommu"] + ["PCIe host acs"] * 8 + ["PCIe host hmm",
-                                                                                              "PCIe host pcie_port_pm"]
+    want = ["PCIe host iommu"] + ["PCIe host acs"] * 8 + ["PCIe host hmm", "PCIe host pcie_port_pm"]
+    assert [w.split(":")[0] for w in pcie] == want
     assert "remedy: options nvidia_uvm uvm_disable_hmm=1" in pcie[9]
     assert not any("PCIe" in p for p in report["problems"])
     assert [f["check"] for f in report["checked"]["pcie_host"] if f["result"] == "ok"] == ["bar1", "link_width"]
