@@ -12,6 +12,11 @@ and starts it once per rank and candidate, as
     python nccl_tune_rank.py '<spec JSON>'      (one rank: RANK, WORLD_SIZE,
                                                   LOCAL_RANK, MASTER_ADDR, MASTER_PORT)
     python nccl_tune_rank.py --probe             (versions only, no process group)
+    python nccl_tune_rank.py --copy '<spec>'      (one process: a copy between every GPU pair,
+                                                  verified byte for byte; the P2P gate's first step)
+
+The P2P gate (moeops.inference.p2p_gate) reuses --launch for its all-reduce step, and for its copy step
+with spec "step": "copy" (one process of --copy, under the same hard timeout).
 
 It needs nothing but PyTorch and the standard library, and imports PyTorch
 only when run, so Ansible can import this file as module_utils anywhere.
@@ -67,6 +72,11 @@ def run(spec):
 
     rank = int(os.environ["RANK"])
     world_size = int(os.environ["WORLD_SIZE"])
+    if spec.get("hang_rank") == rank:
+        # TEST DOUBLE of a rank stuck before the first collective (the P2P gate's timeout test): it never answers.
+        emit({"event": "hang", "rank": rank})
+        while True:
+            time.sleep(60)
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
     backend = spec["backend"]
     on_gpu = spec["device"] == "cuda"
@@ -128,6 +138,34 @@ def run(spec):
     return 0
 
 
+def copy_pairs(spec):
+    """A copy from every GPU to every other, checked byte for byte: one record a pair, emitted before the copy
+    starts ("start") and after ("copy"), so that a hang names the pair it hangs in."""
+    import torch
+
+    count = int(spec["world_size"])
+    elements = int(spec.get("copy_bytes", 64 << 20)) // 4
+    for src in range(count):
+        torch.cuda.set_device(src)
+        generator = torch.Generator(device="cuda:%d" % src).manual_seed(1234 + src)
+        data = torch.randint(-2 ** 31, 2 ** 31 - 1, (elements,), dtype=torch.int32, device="cuda:%d" % src,
+                             generator=generator)
+        reference = data.cpu()
+        for dst in range(count):
+            if dst == src:
+                continue
+            emit({"event": "start", "pair": [src, dst]})
+            began = time.perf_counter()
+            copied = data.to("cuda:%d" % dst)
+            torch.cuda.synchronize(dst)
+            seconds = time.perf_counter() - began
+            same = bool(torch.equal(copied.cpu(), reference))
+            emit({"event": "copy", "pair": [src, dst], "bytes": elements * 4, "seconds": round(seconds, 6),
+                  "correct": same, "peer_access": bool(torch.cuda.can_device_access_peer(src, dst))})
+            del copied
+    return 0
+
+
 def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -146,16 +184,18 @@ def launch(spec):
         base.update(NCCL_DEBUG=spec["nccl_debug"], NCCL_DEBUG_SUBSYS="INIT,TUNING")
     rank_spec = json.dumps({k: v for k, v in spec.items() if k not in ("env", "world_size", "nccl_debug")})
     procs, files = [], []
-    for rank in range(world_size):
+    copy = spec.get("step") == "copy"
+    for rank in range(1 if copy else world_size):
         env = dict(base, RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
                    MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        argv = ["--copy", rank_spec] if copy else [rank_spec]
         out, err = tempfile.TemporaryFile(mode="w+"), tempfile.TemporaryFile(mode="w+")
         files.append((out, err))
         # Own process group each, so that a hung rank and its children can be killed. This file runs as a
         # script in the vLLM venv, outside any Ansible module, and the ranks must run at the same time:
         # run_command (which sanity asks for) starts one process and waits for it, so Popen it is.
         procs.append(subprocess.Popen(  # pylint: disable=ansible-bad-function
-            [sys.executable, os.path.abspath(__file__), rank_spec], env=env,
+            [sys.executable, os.path.abspath(__file__)] + argv, env=env,
             stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True))
     deadline = time.monotonic() + timeout
     failure = ""
@@ -163,8 +203,11 @@ def launch(spec):
         try:
             proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
         except subprocess.TimeoutExpired:
-            failure = "ranks killed after %ds (candidate_timeout or time_budget)" % timeout
             break
+    stuck = [rank for rank, proc in enumerate(procs) if proc.poll() is None]
+    if stuck:
+        failure = "ranks killed after %ds (candidate_timeout or time_budget); rank(s) %s had not finished" % (
+            timeout, ", ".join(str(r) for r in stuck))
     for proc in procs:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -179,7 +222,7 @@ def launch(spec):
         if not failure and procs[rank].returncode != 0:
             failure = "rank %d exited %d: %s" % (rank, procs[rank].returncode,
                                                  (ranks[str(rank)]["stderr"].strip().splitlines() or ["no output"])[-1])
-    emit({"event": "launch", "failure": failure, "ranks": ranks})
+    emit({"event": "launch", "failure": failure, "ranks": ranks, "stuck": stuck})
     return 0
 
 
@@ -188,6 +231,8 @@ def main(argv):
         return probe()
     if len(argv) == 3 and argv[1] == "--launch":
         return launch(json.loads(argv[2]))
+    if len(argv) == 3 and argv[1] == "--copy":
+        return copy_pairs(json.loads(argv[2]))
     if len(argv) != 2:
         sys.stderr.write("usage: nccl_tune_rank.py SPEC_JSON | --launch SPEC_JSON | --probe\n")
         return 2

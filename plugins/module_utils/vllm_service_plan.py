@@ -59,12 +59,14 @@ INPUTS: Dict[str, Tuple[str, bool]] = {
     "ray_address": ("vllm_service_ray_address", False),
     "pipeline_parallel_size": ("vllm_service_pipeline_parallel_size", False),
     "ray_environment": ("vllm_service_ray_environment", False),
+    "p2p_gate": ("vllm_service_p2p_gate", False),
+    "p2p_gate_backend": ("vllm_service_p2p_gate_backend", False),
 }
 
 OUTPUTS = ("from_hardware", "start", "why_not_started", "tensor_parallel_size", "layout", "nccl", "executable", "args",
            "arg_sources", "environment", "environment_sources", "model_settings", "hardening", "loopback",
            "generate_api_key", "health_timeout", "start_limit_interval", "health_url", "unit_path", "stage_path",
-           "previous_dir")
+           "previous_dir", "p2p_gate")
 
 START_CHOICES = ("auto", "always", "never")
 # Hosts the server answers on loopback only (no API key needed there).
@@ -395,6 +397,31 @@ def model_settings(profile: Mapping[str, Any], facts: Mapping[str, Any], config:
     return settings
 
 
+# --- the P2P gate ---------------------------------------------------------------------------------
+
+def p2p_gate(enabled: Any, backend: Any, started: bool, why_not: str, tensor_parallel_size: int,
+             hidden_size: Any) -> Dict[str, Any]:
+    """Whether the P2P gate (moeops.inference.p2p_gate) runs before this start, and with what: on the GPUs of
+    this node that the service uses (its tensor-parallel size), only when the service starts in this run.
+    backend gloo (CPU ranks, two of them) is the tests' mode on machines without GPUs: it proves the harness."""
+    backend = "nccl" if backend in (None, "") else str(backend)
+    if backend not in ("nccl", "gloo"):
+        raise ValueError("vllm_service_p2p_gate_backend must be nccl or gloo, got %r" % backend)
+    world = 2 if backend == "gloo" else int(tensor_parallel_size)
+    gate = {"run": False, "why": "", "backend": backend, "world_size": world, "hidden_size": int(hidden_size or 0)}
+    if enabled is False:
+        gate["why"] = "vllm_service_p2p_gate is false"
+    elif not started:
+        gate["why"] = "the service does not start in this run (%s)" % why_not
+    elif world < 2:
+        gate["why"] = "%d GPU: nothing to prove" % world
+    elif not gate["hidden_size"]:
+        gate["why"] = "the model's hidden size is not known (profile or config.json)"
+    else:
+        gate["run"] = True
+    return gate
+
+
 # --- the plan -------------------------------------------------------------------------------------
 
 def plan(inputs: Mapping[str, Any]) -> Dict[str, Any]:
@@ -421,6 +448,9 @@ def plan(inputs: Mapping[str, Any]) -> Dict[str, Any]:
     env, env_sources = environment(v["hf_home"], v["environment"], nccl["settings"], v["ray_address"],
                                    v["ray_environment"])
 
+    settings = model_settings(profile, facts, v["config"])
+    gate = p2p_gate(v["p2p_gate"], v["p2p_gate_backend"], started, why, tp,
+                    (settings.get("dimensions") or {}).get("hidden_size"))
     loopback = is_loopback(v["host"])
     timeout = health_timeout(v["health_timeout"], profile.get("weights_size_gb"), v["health_timeout_base"],
                              v["weights_read_mb_per_s"])
@@ -436,7 +466,7 @@ def plan(inputs: Mapping[str, Any]) -> Dict[str, Any]:
         "arg_sources": sources,
         "environment": env,
         "environment_sources": env_sources,
-        "model_settings": model_settings(profile, facts, v["config"]),
+        "model_settings": settings,
         "hardening": hardening(v["hardening"], v["hardening_overrides"], count),
         "loopback": loopback,
         "generate_api_key": not v["api_key_given"] and not loopback,
@@ -446,4 +476,5 @@ def plan(inputs: Mapping[str, Any]) -> Dict[str, Any]:
         "unit_path": "/etc/systemd/system/%s.service" % v["name"],
         "stage_path": "%s/%s.service" % (v["stage_dir"], v["name"]),
         "previous_dir": "%s/previous" % v["stage_dir"],
+        "p2p_gate": gate,
     }

@@ -609,6 +609,15 @@ def build_report(host: str, desired: Mapping[str, Any], deployed: Mapping[str, A
         status.append("http     %s at %s; %s (%s)" % (hline, http.get("url"), mline, key_text))
     gpus = gpu_summary(gpu_facts or {})
     status.append("GPUs     %s" % gpus["line"])
+    gate = deployed.get("p2p_gate")
+    if isinstance(gate, Mapping):
+        status.append("P2P gate %s at %s (%s, %s ranks): %s" % (
+            "passed" if gate.get("passed") else "FAILED", gate.get("at"), gate.get("backend"), gate.get("world_size"),
+            gate.get("message")))
+        if not gate.get("passed"):
+            problems.append("P2P gate failed")
+    elif "p2p_gate" in deployed:
+        status.append("P2P gate not run here (%s)" % (deployed.get("p2p_gate_reason") or "no record"))
     # The PCIe host's P2P readiness (pcie_host's policy over the facts' host section), warnings first in full.
     findings = pcie_host.facts_findings(gpu_facts or {})
     for f in findings:

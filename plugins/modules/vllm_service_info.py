@@ -49,6 +49,11 @@ options:
     description: Seconds to wait for each HTTP answer.
     type: int
     default: 5
+  p2p_gate_record:
+    description: Absolute path of the P2P gate's record (M(moeops.inference.p2p_gate)'s O(moeops.inference.p2p_gate#module:record)).
+    type: path
+    default: /var/lib/moeops/p2p-gate.json
+    version_added: 0.5.0
 notes:
   - Run it with C(become) so that root-only C(EnvironmentFile=) files can be read.
   - The deployed side is the unit files as the next start would use them. C(loaded) is what systemd has loaded now;
@@ -138,6 +143,13 @@ http:
       C(health) ({status, error}), C(models) ({status, ids, error}).
   returned: always
   type: dict
+p2p_gate:
+  description:
+    - The P2P gate's last recorded result (C(at), C(passed), C(message), C(seconds), C(steps), C(backend),
+      C(world_size)); null when the gate never ran here, with C(p2p_gate_reason) saying why it was not read.
+  returned: always
+  type: dict
+  version_added: 0.5.0
 """
 
 import glob
@@ -147,6 +159,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
+from ansible_collections.moeops.inference.plugins.module_utils import state_files
 from ansible_collections.moeops.inference.plugins.module_utils import vllm_settings as vs
 
 SHOW_PROPS = ("LoadState", "ActiveState", "SubState", "Result", "NRestarts", "UnitFileState", "ActiveEnterTimestamp",
@@ -189,6 +202,7 @@ def main():
             venv=dict(type="path", default="/opt/vllm/venv"),
             http=dict(type="bool", default=True),
             timeout=dict(type="int", default=5),
+            p2p_gate_record=dict(type="path", default="/var/lib/moeops/p2p-gate.json"),
         ),
         supports_check_mode=True,
     )
@@ -291,6 +305,7 @@ def main():
         http["models"] = {"status": models["status"], "ids": ids, "error": models["error"],
                           "with_api_key": bool(api_key)}
 
+    gate_record, gate_reason = state_files.read_json_reason(module.params["p2p_gate_record"])
     module.exit_json(
         changed=False,
         unit={
@@ -311,6 +326,8 @@ def main():
         api_key_set=bool(api_key),
         vllm={"venv": venv, "version": _vllm_version(venv)},
         http=http,
+        p2p_gate=gate_record,
+        p2p_gate_reason=gate_reason,
     )
 
 

@@ -31,6 +31,17 @@ def test_report_shows_the_pcie_host_findings(seed_host_facts):
     assert not [line for line in plain["status_lines"] if line.startswith("PCIe")] and plain["pcie_host"] == []
 
 
+def test_report_shows_the_p2p_gate_record():
+    failed = dict(DEPLOYED, p2p_gate={"at": "2026-12-03T18:00:00Z", "passed": False, "backend": "gloo", "world_size": 2,
+                                      "message": "P2P gate failed at all-reduce across 2 ranks: rank(s) 1 did not answer"})
+    report = settings_report({"unit_text": UNIT, "sources": {}}, failed, {}, "h")
+    assert ("P2P gate FAILED at 2026-12-03T18:00:00Z (gloo, 2 ranks): P2P gate failed at all-reduce across 2 ranks: "
+            "rank(s) 1 did not answer") in report["status_lines"]
+    assert "P2P gate failed" in report["problems"]
+    never = dict(DEPLOYED, p2p_gate=None, p2p_gate_reason="no such file")
+    assert "P2P gate not run here (no such file)" in settings_report({"unit_text": UNIT, "sources": {}}, never)["status_lines"]
+
+
 @pytest.mark.parametrize("desired, deployed, words", [
     ({}, DEPLOYED, "vllm_service_desired"),
     ({"unit_text": UNIT}, {}, "vllm_service_info"),

@@ -601,3 +601,25 @@ def test_the_inputs_are_not_changed():
     before = json.dumps(given, sort_keys=True)
     vsp.plan(given)
     assert json.dumps(given, sort_keys=True) == before
+
+
+# --------------------------------------------------------------------------- the P2P gate
+
+
+def test_the_gate_runs_before_a_start_on_more_than_one_gpu():
+    hardware = dict(rtxpro_x8(), from_hardware=True)
+    gate = plan(facts=hardware)["p2p_gate"]
+    assert gate == {"run": True, "why": "", "backend": "nccl", "world_size": 8, "hidden_size": 7168}
+    assert plan(facts=hardware, p2p_gate=False)["p2p_gate"]["why"] == "vllm_service_p2p_gate is false"
+    assert plan(facts=hardware, tensor_parallel_size=1)["p2p_gate"]["why"] == "1 GPU: nothing to prove"
+    # A snapshot's GPUs are not started on: nothing to prove there either, and it says why.
+    assert plan(facts=rtxpro_x8())["p2p_gate"]["why"].startswith("the service does not start in this run (")
+    # The real H200 of the fixtures: one GPU.
+    assert plan(facts=dict(h200(), from_hardware=True))["p2p_gate"]["run"] is False
+
+
+def test_the_gloo_mode_proves_the_harness_on_two_cpu_ranks_where_the_service_starts():
+    gate = plan(facts=rtxpro_x8(), start="always", p2p_gate_backend="gloo")["p2p_gate"]
+    assert gate["run"] and gate["world_size"] == 2 and gate["backend"] == "gloo"
+    with pytest.raises(ValueError, match="vllm_service_p2p_gate_backend must be nccl or gloo"):
+        plan(facts=rtxpro_x8(), p2p_gate_backend="mpi")
