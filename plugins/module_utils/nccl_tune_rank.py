@@ -87,7 +87,9 @@ def run(spec):
     else:
         device = torch.device("cpu")
     kwargs = {"backend": backend, "rank": rank, "world_size": world_size,
-              "timeout": datetime.timedelta(seconds=float(spec.get("timeout_s", 120)))}
+              # A rank waiting for a peer gives up before the launcher's deadline when the spec says so (the P2P gate):
+              # then only the rank that never answered is still running when the launcher kills, and it is named.
+              "timeout": datetime.timedelta(seconds=float(spec.get("collective_timeout_s", spec.get("timeout_s", 120))))}
     if on_gpu:
         # Eager NCCL communicator set-up: init errors surface here, not in the first timed call.
         kwargs["device_id"] = device
