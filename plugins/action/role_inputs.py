@@ -6,7 +6,7 @@ the role's argument spec and the rules of module_utils/role_inputs.py. Documenta
 
 from __future__ import annotations
 
-from ansible.errors import AnsibleError
+from ansible.errors import AnsibleError, AnsibleUndefinedVariable
 from ansible.plugins.action import ActionBase
 from ansible.plugins.loader import lookup_loader
 from ansible_collections.moeops.inference.plugins.lookup.role_argument_spec import role_options
@@ -31,10 +31,16 @@ class ActionModule(ActionBase):
         except AnsibleError as exc:
             result.update(failed=True, msg=str(exc), problems=[], checked=[])
             return result
-        names = sorted(name for name in spec if name in task_vars)
-        # The values as the role will see them: templated by Ansible's own vars lookup, on 2.19 and later alike.
+        # The values as the role will see them: templated by Ansible's own vars lookup, on 2.19 and later alike. A
+        # default built from facts not gathered yet (ray_cluster_node_address) is left to the role's later steps.
         lookup = lookup_loader.get("ansible.builtin.vars", loader=self._loader, templar=self._templar)
-        values = dict(zip(names, lookup.run(names, variables=task_vars))) if names else {}
+        values, names = {}, []
+        for name in sorted(n for n in spec if n in task_vars):
+            try:
+                values[name] = lookup.run([name], variables=task_vars)[0]
+            except AnsibleUndefinedVariable:
+                continue
+            names.append(name)
         problems = role_inputs.redact(role_inputs.role_input_problems(role, spec, values), spec, values)
         result.update(problems=problems, checked=names, changed=False)
         if problems:

@@ -10,13 +10,14 @@ Two kinds, applied to the value the role will really use (as Ansible templated i
   integers and booleans, lists and dicts not given as strings, paths absolute, normalised and without
   whitespace, TCP ports;
 - one semantic check per role (SEMANTIC_CHECKS) for what a spec cannot say: accounts that are not root,
-  ranges, hardening overrides limited to sandboxing directives, `vllm serve` arguments that have a
+  hosts that are IP addresses or host names, ranges, hardening overrides limited to sandboxing directives, `vllm serve` arguments that have a
   dedicated variable, secrets where a secret does not belong.
 Every message names the role, the variable (and the place in it), and what is allowed; never a secret.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import posixpath
 import re
@@ -231,6 +232,24 @@ def _hardening_overrides(name: str, value: Any) -> Problems:
 
 
 UNIT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$")
+# RFC 1123 host names: dot-separated labels of letters, digits and inner hyphens, 253 characters at most.
+HOST_NAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                       r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$")
+
+
+def _host(name: str, value: Any, empty_means: str = "") -> Problems:
+    """An IP address or a host name: it is written into argv and the unit as one word, and bound or dialled."""
+    if not isinstance(value, str) or (value == "" and empty_means):
+        return []
+    try:
+        ipaddress.ip_address(value)
+        return []
+    except ValueError:
+        pass
+    if HOST_NAME.match(value):
+        return []
+    return ["%s must be an IP address or a host name%s, got %r"
+            % (name, " (empty: %s)" % empty_means if empty_means else "", value)]
 
 
 def _unit_name(name: str, value: Any) -> Problems:
@@ -247,6 +266,7 @@ def _no_whitespace(name: str, value: Any) -> Problems:
 
 def _check_vllm_service(v: Mapping[str, Any]) -> Problems:
     return (_unit_name("vllm_service_name", v.get("vllm_service_name"))
+            + _host("vllm_service_host", v.get("vllm_service_host"), empty_means="every address")
             + _no_whitespace("vllm_service_api_key", v.get("vllm_service_api_key"))
             + _no_whitespace("vllm_service_hf_token", v.get("vllm_service_hf_token"))
             + _number_in("vllm_service_max_exposure", v.get("vllm_service_max_exposure"), 0, 10, low_open=False,
@@ -343,6 +363,9 @@ def _check_ray_cluster(v: Mapping[str, Any]) -> Problems:
     return (_account("vllm_user", v.get("vllm_user"))
             + _account("vllm_group", v.get("vllm_group"))
             + _unit_name("ray_cluster_service_name", v.get("ray_cluster_service_name"))
+            + _host("ray_cluster_head_address", v.get("ray_cluster_head_address"))
+            + _host("ray_cluster_node_address", v.get("ray_cluster_node_address"))
+            + _host("ray_cluster_dashboard_host", v.get("ray_cluster_dashboard_host"))
             + (["ray_cluster_ray_extras must be Ray extras such as default, got %r" % bad] if bad else [])
             + _number_in("ray_cluster_join_timeout", v.get("ray_cluster_join_timeout"), 0, SYSTEMD_MAX_SECONDS,
                          what="a positive number of seconds")

@@ -4,7 +4,8 @@ ansible-playbook JSON output against cases.yml.
 
     python3 cases.py inventory CASES HERE FIXDIR NODE OUT_INVENTORY
     python3 cases.py verify CASES DEPLOY_JSON PREFLIGHT_JSON
-    python3 cases.py linebreaks ROLE... (the generated values of every string option of those roles, as JSON)
+    python3 cases.py linebreaks ROLE...   (every string option of those roles with a newline, and the message
+                                          each must get, as JSON {"vars", "expect"})
 
 Besides the hand-written cases, `generated` hosts are derived from the roles' argument specs: every option that can
 carry a string (str, path, raw, list, dict) gets a value with a newline on one host, a carriage return on another.
@@ -222,6 +223,7 @@ if __name__ == "__main__":
     if sys.argv[1] == "inventory":
         inventory(*sys.argv[2:7])
     elif sys.argv[1] == "linebreaks":
-        print(json.dumps(linebreak_vars(sys.argv[2:], "\n")[0]))
+        variables, expect = linebreak_vars(sys.argv[2:], "\n")
+        print(json.dumps({"vars": variables, "expect": [e + BREAKERS["newline"][1] for e in expect]}))
     else:
         sys.exit(verify(*sys.argv[2:5]))

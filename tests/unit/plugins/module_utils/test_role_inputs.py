@@ -200,3 +200,27 @@ def test_a_secret_is_checked_but_never_quoted():
     # redact itself: the no_log option's value, quoted or bare, becomes asterisks; other values stay.
     assert ri.redact(["a: got 'sk-1'", "b sk-1 c", "port 8000"], {"k": {"no_log": True}, "p": {}},
                      {"k": "sk-1", "p": "8000"}) == ["a: got '********'", "b ******** c", "port 8000"]
+
+
+def test_the_hardening_allowlist_is_documented_as_it_is():
+    with open(os.path.join(ROOT, "docs", "hardening.md")) as f:
+        doc = f.read()
+    listed = doc.split("<!-- hardening allowlist -->")[1].split("<!-- end hardening allowlist -->")[0]
+    assert sorted(n.strip().strip("`") for n in listed.split(",")) == sorted(ri.HARDENING_DIRECTIVES)
+
+
+@pytest.mark.parametrize("role, name, value, ok", [
+    ("vllm_service", "vllm_service_host", "0.0.0.0", True), ("vllm_service", "vllm_service_host", "::", True),
+    ("vllm_service", "vllm_service_host", "gpu-01.lab.example", True), ("vllm_service", "vllm_service_host", "", True),
+    ("vllm_service", "vllm_service_host", "0.0.0.0 --api-key x", False),
+    ("vllm_service", "vllm_service_host", "host_name", False), ("vllm_service", "vllm_service_host", "-h", False),
+    ("ray_cluster", "ray_cluster_head_address", "10.0.0.1", True),
+    ("ray_cluster", "ray_cluster_head_address", "10.0.0.1:6379", False),
+    ("ray_cluster", "ray_cluster_node_address", "", False),
+])
+def test_hosts_are_ip_addresses_or_host_names(role, name, value, ok):
+    got = problems(role, **{name: value})
+    assert (got == []) == ok, got
+    if not ok:
+        empty = " (empty: every address)" if name == "vllm_service_host" else ""
+        assert got == ["%s: %s must be an IP address or a host name%s, got %r" % (role, name, empty, value)]
