@@ -145,7 +145,7 @@ def copy_pairs(spec):
     starts ("start") and after ("copy"), so that a hang names the pair it hangs in."""
     import torch
 
-    count = int(spec["world_size"])
+    count = int(os.environ.get("WORLD_SIZE") or spec.get("world_size") or 1)  # the launcher passes it as WORLD_SIZE
     elements = int(spec.get("copy_bytes", 64 << 20)) // 4
     for src in range(count):
         torch.cuda.set_device(src)
