@@ -39,8 +39,9 @@ said = {}
 for play in run["plays"]:
     for task in play["tasks"]:
         for host, result in task["hosts"].items():
+            # A loop's items carry their own msg (the json callback leaves out their failed key).
             for one in [result] + list(result.get("results") or []):
-                if one.get("failed"):
+                if one.get("failed") or one.get("problems"):
                     said[host] = said.get(host, "") + " " + str(one.get("msg", ""))
 hosts = sorted(run["stats"])
 for host in hosts:
