@@ -45,10 +45,10 @@ def steps(world_size: int, hidden_size: int, dtype: str, backend: str, timeout: 
     if world_size < 2:
         return []
     on_gpu = backend == "nccl"
-    # The ranks' own collective timeout ends well before the launcher's deadline (half of it: importing PyTorch and
-    # starting CUDA take seconds before the clock of a rank starts): a rank left waiting for a peer exits, and the
-    # one that never answered is the one still running at the deadline, which the launcher names.
-    common = {"world_size": world_size, "timeout_s": timeout, "collective_timeout_s": max(timeout // 2, 5),
+    # The ranks' own collective timeout ends well before the launcher's deadline (a quarter of it: importing PyTorch
+    # and starting CUDA take seconds on a loaded machine before a rank's clock starts): a rank left waiting for a
+    # peer exits, and the one that never answered is the one still running at the deadline, which is named.
+    common = {"world_size": world_size, "timeout_s": timeout, "collective_timeout_s": max(timeout // 4, 5),
               "env": dict(environment)}
     out = []
     if on_gpu:  # gloo runs on CPU ranks: there is no GPU copy to prove

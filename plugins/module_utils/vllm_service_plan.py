@@ -400,7 +400,7 @@ def model_settings(profile: Mapping[str, Any], facts: Mapping[str, Any], config:
 # --- the P2P gate ---------------------------------------------------------------------------------
 
 def p2p_gate(enabled: Any, backend: Any, started: bool, why_not: str, tensor_parallel_size: int,
-             hidden_size: Any) -> Dict[str, Any]:
+             hidden_size: Any, hardware: bool = True) -> Dict[str, Any]:
     """Whether the P2P gate (moeops.inference.p2p_gate) runs before this start, and with what: on the GPUs of
     this node that the service uses (its tensor-parallel size), only when the service starts in this run.
     backend gloo (CPU ranks, two of them) is the tests' mode on machines without GPUs: it proves the harness."""
@@ -413,6 +413,8 @@ def p2p_gate(enabled: Any, backend: Any, started: bool, why_not: str, tensor_par
         gate["why"] = "vllm_service_p2p_gate is false"
     elif not started:
         gate["why"] = "the service does not start in this run (%s)" % why_not
+    elif backend == "nccl" and not hardware:
+        gate["why"] = "the GPUs were not read from hardware (a snapshot): there are no GPUs to prove"
     elif world < 2:
         gate["why"] = "%d GPU: nothing to prove" % world
     elif not gate["hidden_size"]:
@@ -450,7 +452,7 @@ def plan(inputs: Mapping[str, Any]) -> Dict[str, Any]:
 
     settings = model_settings(profile, facts, v["config"])
     gate = p2p_gate(v["p2p_gate"], v["p2p_gate_backend"], started, why, tp,
-                    (settings.get("dimensions") or {}).get("hidden_size"))
+                    (settings.get("dimensions") or {}).get("hidden_size"), hardware)
     loopback = is_loopback(v["host"])
     timeout = health_timeout(v["health_timeout"], profile.get("weights_size_gb"), v["health_timeout_base"],
                              v["weights_read_mb_per_s"])

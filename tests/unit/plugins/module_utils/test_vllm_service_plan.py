@@ -614,6 +614,9 @@ def test_the_gate_runs_before_a_start_on_more_than_one_gpu():
     assert plan(facts=hardware, tensor_parallel_size=1)["p2p_gate"]["why"] == "1 GPU: nothing to prove"
     # A snapshot's GPUs are not started on: nothing to prove there either, and it says why.
     assert plan(facts=rtxpro_x8())["p2p_gate"]["why"].startswith("the service does not start in this run (")
+    # start always on replayed GPUs (the stand-in scenarios): no GPU to prove.
+    assert plan(facts=rtxpro_x8(), start="always")["p2p_gate"]["why"] == (
+        "the GPUs were not read from hardware (a snapshot): there are no GPUs to prove")
     # The real H200 of the fixtures: one GPU.
     assert plan(facts=dict(h200(), from_hardware=True))["p2p_gate"]["run"] is False
 
