@@ -41,7 +41,7 @@ class ActionModule(ActionBase):
             except AnsibleUndefinedVariable:
                 continue
             names.append(name)
-        problems = role_inputs.redact(role_inputs.role_input_problems(role, spec, values), spec, values)
+        problems = role_inputs.role_input_problems(role, spec, values)
         result.update(problems=problems, checked=names, changed=False)
         if problems:
             result.update(failed=True, msg="; ".join(problems))

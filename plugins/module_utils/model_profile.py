@@ -24,6 +24,8 @@ import os
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ansible_collections.moeops.inference.plugins.module_utils import systemd_unit
+
 # vLLM's --kv-cache-dtype choices (vllm/config/cache.py CacheDType) that a profile may ask for.
 KV_CACHE_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla")
 # vLLM's --chat-template-content-format choices.
@@ -217,7 +219,7 @@ def profile_path(value: Any, profiles_dir: str, var: str = PROFILE_VAR) -> str:
     """
     if not isinstance(value, str):
         raise ProfileError("%s: expected %s, got %s" % (var, _accepted(profiles_dir), _got(value)))
-    if any(c in value for c in "\n\r\0"):  # not echoed: the input rules name it, and it is the broken part
+    if any(c in value for c in systemd_unit.LINE_BREAKS):  # not echoed: the input rules name it (the broken part)
         raise ProfileError("%s: a profile name or path cannot span lines; expected %s" % (var, _accepted(profiles_dir)))
     if os.path.isabs(value):
         return value

@@ -265,10 +265,11 @@ def check_p2p(facts: Mapping[str, Any]) -> Result:
     return _result(warnings=["P2P: " + w for w in p2p_level(facts)["warnings"]])
 
 
-def check_pcie_host(facts: Mapping[str, Any]) -> Result:
-    """The PCIe host findings: a warning each, a problem for a blocking one, with its reason and remedy."""
+def check_pcie_host(findings: Sequence[Mapping[str, str]]) -> Result:
+    """The PCIe host findings (pcie_host.facts_findings): a warning each, a problem for a blocking one, with its
+    reason and remedy."""
     said = {"warning": [], "blocking": []}  # type: Dict[str, List[str]]
-    for f in pcie_host.facts_findings(facts):
+    for f in findings:
         if f["result"] in said:
             remedy = "; remedy: " + f["remedy"] if f.get("remedy") else ""
             said[f["result"]].append("PCIe host %s: %s%s" % (f["check"], f["reason"], remedy))
@@ -278,9 +279,8 @@ def check_pcie_host(facts: Mapping[str, Any]) -> Result:
 # --- role inputs -----------------------------------------------------------------------------------
 
 def check_role_inputs(role: str, spec: Mapping[str, Any], values: Mapping[str, Any]) -> Result:
-    """One role's inputs: its argument spec and every rule of role_inputs (the roles' input rules live there);
-    a secret's value is never quoted."""
-    return _result(role_inputs.redact(role_inputs.role_input_problems(role, spec, values), spec, values))
+    """One role's inputs: its argument spec and every rule of role_inputs (the roles' input rules live there)."""
+    return _result(role_inputs.role_input_problems(role, spec, values))
 
 
 def check_unknown_variables(specs: Mapping[str, Mapping[str, Any]], names: Sequence[str],
@@ -497,9 +497,10 @@ def run_preflight(inputs: Mapping[str, Any]) -> Dict[str, Any]:
         _merge(out, check_driver(facts, int(branch) if isinstance(branch, int) or str(branch).isdigit() else None,
                                  bool(inputs.get("installs_driver"))))
         _merge(out, check_p2p(facts))
-        _merge(out, check_pcie_host(facts))
+        findings = pcie_host.facts_findings(facts)
+        _merge(out, check_pcie_host(findings))
         if isinstance(facts.get("host"), Mapping):
-            checked["pcie_host"] = pcie_host.facts_findings(facts)
+            checked["pcie_host"] = findings
     if profile_ok:
         weights = inputs.get("weights") or {}
         if weights.get("path") and not inputs.get("check_disk", True):

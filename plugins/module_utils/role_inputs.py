@@ -387,7 +387,7 @@ SEMANTIC_CHECKS: Dict[str, Callable[[Mapping[str, Any]], Problems]] = {
 
 def role_input_problems(role: str, spec: Mapping[str, Any], values: Mapping[str, Any]) -> Problems:
     """Every problem with one role's inputs (only the options of its spec; unknown names are preflight's
-    typo warning), each prefixed with the role's name."""
+    typo warning), each prefixed with the role's name; a no_log option's value is never quoted (redact)."""
     values = {k: v for k, v in values.items() if k in spec}
     problems, validated = generic_problems(spec, values)
     semantic = SEMANTIC_CHECKS.get(role)
@@ -396,7 +396,7 @@ def role_input_problems(role: str, spec: Mapping[str, Any], values: Mapping[str,
         # lines already has its one message, and the semantic one would echo it.
         problems.extend(semantic({k: values.get(k, validated.get(k)) for k in values
                                   if not line_safety_problems(k, values[k])}))
-    return ["%s: %s" % (role, p) for p in dict.fromkeys(problems)]
+    return redact(["%s: %s" % (role, p) for p in dict.fromkeys(problems)], spec, values)
 
 
 def redact(problems: Problems, spec: Mapping[str, Any], values: Mapping[str, Any]) -> Problems:

@@ -13,6 +13,7 @@ import shutil
 import pytest
 import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible_collections.moeops.inference.plugins.module_utils import vllm_settings
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 ROLES = sorted(os.path.basename(os.path.dirname(os.path.dirname(p)))
@@ -108,7 +109,8 @@ def test_every_check_starts_by_refusing_bad_inputs(role):
 
 
 # The preflight role sends role variables to its module, whose arguments show at -vvv; a secret must be no_log.
-SECRET_NAME = re.compile(r"token|passw|secret|api_?key|credential", re.IGNORECASE)
+# The names that look like secrets are the settings report's (vllm_settings.SECRET_NAME_RE).
+SECRET_NAME = vllm_settings.SECRET_NAME_RE
 
 
 @pytest.mark.parametrize("role", ROLES)
