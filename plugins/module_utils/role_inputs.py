@@ -24,6 +24,7 @@ import re
 from typing import Any, Callable, Dict, List, Mapping, Tuple
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible_collections.moeops.inference.plugins.module_utils import api_front
 
 # systemd splits a unit file into lines before it reads quotes, so one of these in any value that reaches a
 # unit, an env file, a path or an account starts a directive of the caller's choosing (ExecStartPre=...).
@@ -57,7 +58,7 @@ DEDICATED_ARGS = {
     "--gpu-memory-utilization": "vllm_service_gpu_memory_utilization",
     "--distributed-executor-backend": "vllm_service_ray_address (Ray) or nothing (one host)",
     "--download-dir": "vllm_hf_home",
-    "--shutdown-timeout": "the role's unit (it sizes TimeoutStopSec from it)",
+    "--shutdown-timeout": "vllm_service_shutdown_timeout (TimeoutStopSec is sized from it)",
 }
 
 # The directives vllm_service_hardening_overrides may set: systemd.exec(5)'s sandboxing and resource
@@ -264,8 +265,35 @@ def _no_whitespace(name: str, value: Any) -> Problems:
     return []
 
 
+def _front(v: Mapping[str, Any]) -> Problems:
+    """The API front's inputs, by the front's own rules (api_front): they are written into nginx's configuration."""
+    problems: Problems = []
+    routes, cidrs = v.get("vllm_service_front_routes"), v.get("vllm_service_front_metrics_cidrs")
+    for check, value, var in ((api_front.routes, routes, "vllm_service_front_routes"),
+                              (api_front.cidrs, cidrs, "vllm_service_front_metrics_cidrs")):
+        if isinstance(value, list):
+            try:
+                check(var, value)
+            except ValueError as exc:
+                problems.append(str(exc))
+    if bool(v.get("vllm_service_front_tls_cert")) != bool(v.get("vllm_service_front_tls_key")):
+        problems.append("vllm_service_front_tls_cert and vllm_service_front_tls_key are given together or not at all")
+    port, backend = v.get("vllm_service_port"), v.get("vllm_service_backend_port")
+    if backend is not None and not isinstance(backend, bool) and str(backend) == str(port):
+        problems.append("vllm_service_backend_port must differ from vllm_service_port (%s)" % port)
+    return (problems
+            + _number_in("vllm_service_backend_port", backend, 0, 65535, what="a TCP port in 1-65535 (null: the port + 1)")
+            + _number_in("vllm_service_shutdown_timeout", v.get("vllm_service_shutdown_timeout"), 0,
+                         SYSTEMD_MAX_SECONDS - api_front.STOP_MARGIN_S, low_open=False,
+                         what="0 or more seconds, below %d" % (SYSTEMD_MAX_SECONDS - api_front.STOP_MARGIN_S))
+            + _number_in("vllm_service_front_read_timeout", v.get("vllm_service_front_read_timeout"), 0,
+                         SYSTEMD_MAX_SECONDS, what="a positive number of seconds")
+            + _number_in("vllm_service_front_retry_after", v.get("vllm_service_front_retry_after"), 0, 86400,
+                         what="a positive number of seconds, at most a day"))
+
+
 def _check_vllm_service(v: Mapping[str, Any]) -> Problems:
-    return (_unit_name("vllm_service_name", v.get("vllm_service_name"))
+    return (_front(v) + _unit_name("vllm_service_name", v.get("vllm_service_name"))
             + _host("vllm_service_host", v.get("vllm_service_host"), empty_means="every address")
             + _no_whitespace("vllm_service_api_key", v.get("vllm_service_api_key"))
             + _no_whitespace("vllm_service_hf_token", v.get("vllm_service_hf_token"))

@@ -22,6 +22,7 @@ import math
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ansible_collections.moeops.inference.plugins.module_utils import api_front
 from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology
 from ansible_collections.moeops.inference.plugins.module_utils import model_profile
 from ansible_collections.moeops.inference.plugins.module_utils import nccl_policy
@@ -61,12 +62,20 @@ INPUTS: Dict[str, Tuple[str, bool]] = {
     "ray_environment": ("vllm_service_ray_environment", False),
     "p2p_gate": ("vllm_service_p2p_gate", False),
     "p2p_gate_backend": ("vllm_service_p2p_gate_backend", False),
+    "shutdown_timeout": ("vllm_service_shutdown_timeout", False),
+    "backend_port": ("vllm_service_backend_port", False),
+    "front_routes": ("vllm_service_front_routes", False),
+    "front_metrics_cidrs": ("vllm_service_front_metrics_cidrs", False),
+    "front_tls_cert": ("vllm_service_front_tls_cert", False),
+    "front_tls_key": ("vllm_service_front_tls_key", False),
+    "front_read_timeout": ("vllm_service_front_read_timeout", False),
+    "front_retry_after": ("vllm_service_front_retry_after", False),
 }
 
 OUTPUTS = ("from_hardware", "start", "why_not_started", "tensor_parallel_size", "layout", "nccl", "executable", "args",
            "arg_sources", "environment", "environment_sources", "model_settings", "hardening", "loopback",
            "generate_api_key", "health_timeout", "start_limit_interval", "health_url", "unit_path", "stage_path",
-           "previous_dir", "p2p_gate")
+           "previous_dir", "p2p_gate", "shutdown_timeout", "timeout_stop_sec", "front")
 
 START_CHOICES = ("auto", "always", "never")
 # Hosts the server answers on loopback only (no API key needed there).
@@ -230,6 +239,21 @@ def _checked(inputs: Any) -> Dict[str, Any]:
     v["pipeline_parallel_size"] = (_int(var["pipeline_parallel_size"], v["pipeline_parallel_size"], 1)
                                    if v["pipeline_parallel_size"] is not None else 1)
     v["ray_environment"] = _env(var["ray_environment"], v.get("ray_environment") or {}, allow_null=False)
+
+    v["shutdown_timeout"] = _int(var["shutdown_timeout"], v["shutdown_timeout"], 0) if v["shutdown_timeout"] is not None else 0
+    backend = _int(var["backend_port"], v["backend_port"], 1) if v["backend_port"] is not None else port + 1
+    if backend > 65535:
+        raise ValueError("%s must be a TCP port in 1-65535, got %d" % (var["backend_port"], backend))
+    v["backend_port"] = backend
+    v["front_routes"] = (list(api_front.DEFAULT_ROUTES) if v["front_routes"] is None
+                         else _strings(var["front_routes"], v["front_routes"]))
+    v["front_metrics_cidrs"] = v["front_metrics_cidrs"] or []
+    for key in ("front_tls_cert", "front_tls_key"):
+        v[key] = _str(var[key], v[key] or "")
+    v["front_read_timeout"] = (_int(var["front_read_timeout"], v["front_read_timeout"], 1)
+                               if v["front_read_timeout"] is not None else 3600)
+    v["front_retry_after"] = (_int(var["front_retry_after"], v["front_retry_after"], 1)
+                              if v["front_retry_after"] is not None else 30)
     return v
 
 
@@ -311,7 +335,8 @@ def _flags(args: Sequence[str]) -> List[str]:
 
 def arg_sources(profile: Mapping[str, Any], ccs: Sequence[str], argv: Sequence[str], layout: Mapping[str, Any],
                 tp_given: bool, max_model_len_given: bool, gpu_memory_utilization_given: bool,
-                model_path: Optional[str], extra_args: Sequence[str], ray_address: str) -> Dict[str, Dict[str, str]]:
+                model_path: Optional[str], extra_args: Sequence[str], ray_address: str,
+                front: Optional[Mapping[str, Any]] = None) -> Dict[str, Dict[str, str]]:
     """Where each argument of `argv` (the executable first) comes from: {source, rule, reason} for
     'executable', 'subcommand', 'model' and every option in it (the keys vllm_settings.serve_settings reads)."""
     name = profile["name"]
@@ -341,7 +366,12 @@ def arg_sources(profile: Mapping[str, Any], ccs: Sequence[str], argv: Sequence[s
         "--kv-cache-dtype": of("kv_cache_dtype"),
         "--host": _src("variable", "vllm_service_host"),
         "--port": _src("variable", "vllm_service_port"),
+        "--shutdown-timeout": _src("variable", "vllm_service_shutdown_timeout",
+                                   "in-flight requests finish on a restart (0 would abort them)"),
     }
+    if front and front.get("enabled"):
+        candidates["--host"] = _src("policy", "api_front", "loopback only: %s listens on %s" % (front["unit"], front["listen"]))
+        candidates["--port"] = _src("variable", "vllm_service_backend_port", "behind %s" % front["unit"])
     # The compute-capability constraints that apply to these GPUs, in the profile's order (a later one wins,
     # as in model_profile.effective_settings).
     constraint_extra: Dict[str, Dict[str, str]] = {}
@@ -439,14 +469,21 @@ def plan(inputs: Mapping[str, Any]) -> Dict[str, Any]:
     nccl = nccl_policy.nccl_policy(facts, v["nccl_overrides"], v["tuning"])
 
     ccs = model_profile.compute_capabilities(facts)
-    args = model_profile.serve_args(profile, tp, v["host"], v["port"], max_model_len=v["max_model_len"],
+    front = api_front.front(v["name"], v["host"], v["port"], v["backend_port"], v["front_routes"], v["front_metrics_cidrs"],
+                            v["front_tls_cert"], v["front_tls_key"], v["front_read_timeout"], v["front_retry_after"],
+                            int(v["max_model_len"] or profile["max_model_len"]))
+    # Behind a front vLLM listens on loopback only; the front takes the address and the port.
+    host, port = ("127.0.0.1", v["backend_port"]) if front["enabled"] else (v["host"], v["port"])
+    args = model_profile.serve_args(profile, tp, host, port, max_model_len=v["max_model_len"],
                                     gpu_memory_utilization=v["gpu_memory_utilization"], extra_args=v["extra_args"],
                                     model=v["model_path"], ccs=ccs)
     args += ray_args(v["ray_address"], v["pipeline_parallel_size"])
+    # In-flight requests finish on SIGTERM (vLLM's default 0 aborts them); TimeoutStopSec is derived above it.
+    args += ["--shutdown-timeout", str(v["shutdown_timeout"])]
     executable = v["venv"] + "/bin/vllm"  # as the unit's ExecStart= writes it
     sources = arg_sources(profile, ccs, [executable] + args, layout, v["tensor_parallel_size"] is not None,
                           v["max_model_len"] is not None, v["gpu_memory_utilization"] is not None, v["model_path"],
-                          v["extra_args"], v["ray_address"])
+                          v["extra_args"], v["ray_address"], front)
     env, env_sources = environment(v["hf_home"], v["environment"], nccl["settings"], v["ray_address"],
                                    v["ray_environment"])
 
@@ -474,9 +511,12 @@ def plan(inputs: Mapping[str, Any]) -> Dict[str, Any]:
         "generate_api_key": not v["api_key_given"] and not loopback,
         "health_timeout": timeout,
         "start_limit_interval": start_limit_interval(v["restart_sec"], timeout),
-        "health_url": health_url(v["host"], v["port"]),
+        "health_url": health_url(host, port),
         "unit_path": "/etc/systemd/system/%s.service" % v["name"],
         "stage_path": "%s/%s.service" % (v["stage_dir"], v["name"]),
         "previous_dir": "%s/previous" % v["stage_dir"],
         "p2p_gate": gate,
+        "shutdown_timeout": v["shutdown_timeout"],
+        "timeout_stop_sec": api_front.stop_timeout(v["shutdown_timeout"]),
+        "front": front,
     }

@@ -26,6 +26,7 @@ import hashlib
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ansible_collections.moeops.inference.plugins.module_utils import api_front
 from ansible_collections.moeops.inference.plugins.module_utils import pcie_host
 
 # Values of these variables and arguments are never shown: only whether they are set.
@@ -445,6 +446,8 @@ def report_lines(host: str, report: Mapping[str, Any]) -> List[str]:
     """The readable block of one host."""
     rows = report.get("rows") or []
     drift = [r for r in rows if r["drift"]]
+    if (report.get("front") or {}).get("drift"):
+        drift.append({"name": "front"})
     if not report.get("deployed", True):
         head = "%s: NOT DEPLOYED, %d setting(s) would be deployed" % (host, len(drift))
     elif drift:
@@ -627,12 +630,32 @@ def build_report(host: str, desired: Mapping[str, Any], deployed: Mapping[str, A
     if findings:
         fine = sorted({f["check"] for f in findings} - {f["check"] for f in findings if f["result"] != "ok"})
         status.append("PCIe     ok: %s" % (", ".join(fine) or "none"))
+    # The API front: what the deploy would run, against what is installed.
+    want_front = desired.get("front") or {}
+    have_front = deployed.get("front") or {}
+    front_drift = False
+    if want_front.get("enabled"):
+        installed = bool(have_front.get("installed"))
+        same = installed and have_front.get("config_digest") == text_digest(desired.get("front_config_text") or "")
+        front_drift = not same
+        status.append("front    %s; %s, configuration %s" % (
+            api_front.summary(want_front), "unit %s" % (have_front.get("active") or "?") if installed else "NOT INSTALLED",
+            "identical to what the role renders now" if same else "DIFFERS from what the role renders now"))
+        if installed and have_front.get("active") != "active":
+            problems.append("front %s" % (have_front.get("active") or "not running"))
+    elif have_front.get("installed"):
+        front_drift = True
+        status.append("front    %s installed, but the deploy would remove it (%s)" % (have_front.get("unit"), want_front.get("why")))
+    elif want_front:
+        status.append("front    %s" % api_front.summary(want_front))
     policy = desired.get("nccl") or {}
     for note in policy.get("notes") or []:
         status.append("policy   %s" % note)
     for warning in policy.get("warnings") or []:
         status.append("WARNING  %s" % warning)
     drift = [r for r in rows if r["drift"]]
+    if front_drift:
+        drift.append({"name": "front", "drift": True})
     report = {
         "host": host,
         "read_only": True,
@@ -647,6 +670,7 @@ def build_report(host: str, desired: Mapping[str, Any], deployed: Mapping[str, A
         "api_key_set": bool(deployed.get("api_key_set")),
         "gpus": gpus,
         "pcie_host": findings,
+        "front": {"desired": dict(want_front), "deployed": dict(have_front), "drift": front_drift},
         "rows": rows,
         "status_lines": status,
     }

@@ -54,6 +54,11 @@ options:
     type: path
     default: /var/lib/moeops/p2p-gate.json
     version_added: 0.5.0
+  front:
+    description:
+      - The API front's unit name, without C(.service) (see the vllm_service role's C(vllm_service_host)). Default C(<name>-front).
+    type: str
+    version_added: 0.5.0
 notes:
   - Run it with C(become) so that root-only C(EnvironmentFile=) files can be read.
   - The deployed side is the unit files as the next start would use them. C(loaded) is what systemd has loaded now;
@@ -150,6 +155,13 @@ p2p_gate:
   returned: always
   type: dict
   version_added: 0.5.0
+front:
+  description:
+    - The API front - C(unit), C(installed) (its unit file exists), C(active) (its ActiveState, null when not installed),
+      C(config_path) and C(config_digest) (sha256 of the nginx configuration, null when there is none).
+  returned: always
+  type: dict
+  version_added: 0.5.0
 """
 
 import glob
@@ -159,6 +171,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
+from ansible_collections.moeops.inference.plugins.module_utils import api_front
 from ansible_collections.moeops.inference.plugins.module_utils import state_files
 from ansible_collections.moeops.inference.plugins.module_utils import vllm_settings as vs
 
@@ -203,6 +216,7 @@ def main():
             http=dict(type="bool", default=True),
             timeout=dict(type="int", default=5),
             p2p_gate_record=dict(type="path", default="/var/lib/moeops/p2p-gate.json"),
+            front=dict(type="str"),
         ),
         supports_check_mode=True,
     )
@@ -306,6 +320,15 @@ def main():
                           "with_api_key": bool(api_key)}
 
     gate_record, gate_reason = state_files.read_json_reason(module.params["p2p_gate_record"])
+    front_unit = module.params["front"] or module.params["name"] + "-front"
+    front = {"unit": front_unit, "installed": os.path.exists("/etc/systemd/system/%s.service" % front_unit),
+             "config_path": api_front.config_path(front_unit), "config_digest": None, "active": None}
+    if os.path.exists(front["config_path"]):
+        front_text = _read(front["config_path"], errors)
+        front["config_digest"] = vs.text_digest(front_text) if front_text is not None else None
+    if front["installed"]:
+        rc, out, err = module.run_command([systemctl, "show", front_unit + ".service", "-p", "ActiveState", "--value"])
+        front["active"] = out.strip() if rc == 0 else "unknown: %s" % err.strip()
     module.exit_json(
         changed=False,
         unit={
@@ -328,6 +351,7 @@ def main():
         http=http,
         p2p_gate=gate_record,
         p2p_gate_reason=gate_reason,
+        front=front,
     )
 
 

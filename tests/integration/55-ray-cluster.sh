@@ -10,14 +10,63 @@ cd "$(dirname "$0")/../.."
 start=$SECONDS
 scenario=molecule/ray_cluster
 export ANSIBLE_CONFIG=$PWD/ansible.cfg ANSIBLE_COLLECTIONS_PATH=$PWD/collections
-cleanup() { molecule destroy -s ray_cluster >/dev/null 2>&1 || true; }
+suffix=${MOEOPS_NODE_SUFFIX:-}
+outsider=moeops-ray-outsider$suffix
+cleanup() { podman rm -f "$outsider" >/dev/null 2>&1 || true; molecule destroy -s ray_cluster >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 molecule destroy -s ray_cluster
 molecule test -s ray_cluster --destroy never
 echo "ray_cluster: two-node cluster verified after $((SECONDS - start)) s"
+# The firewall (ray_cluster_firewall: true): from a container on the same network that is no member, the head's GCS
+# port, its object manager, a worker port and an ephemeral port time out (dropped); the member worker connects.
+head=moeops-ray-head$suffix worker=moeops-ray-worker$suffix
+podman run -d --rm --name "$outsider" --network "moeops-ray$suffix" localhost/moeops-node:bookworm sleep 900 >/dev/null
+head_ip=$(podman exec "$head" python3 -c "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.connect(('10.255.255.255', 1)); print(s.getsockname()[0])")
+# Listeners on a worker port and on an ephemeral port (where NCCL's and gloo's sockets listen), as those would:
+# an idle CPU-only Ray node has no worker process listening.
+worker_port=10500 ephemeral_port=40000
+podman exec -d "$head" python3 -c "
+import socket, time
+socks = []
+for port in ($worker_port, $ephemeral_port):
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('0.0.0.0', port)); s.listen(8)
+    socks.append(s)
+time.sleep(900)"
+sleep 1
+probe() {
+  local from=$1; shift
+  podman exec "$from" python3 -c "
+import socket, sys
+out = []
+for port in sys.argv[2:]:
+    try:
+        socket.create_connection((sys.argv[1], int(port)), timeout=3).close()
+        out.append('%s connected' % port)
+    except OSError as exc:
+        out.append('%s %s' % (port, exc))
+print('; '.join(out))" "$head_ip" "$@"
+}
+from_outsider=$(probe "$outsider" 6379 8076 "$worker_port" "$ephemeral_port")
+from_worker=$(probe "$worker" 6379 8076 "$worker_port" "$ephemeral_port")
+echo "FIREWALL head $head_ip from the non-member: $from_outsider"
+echo "FIREWALL head $head_ip from the member worker: $from_worker"
+[ "$from_outsider" = "6379 timed out; 8076 timed out; $worker_port timed out; $ephemeral_port timed out" ] ||
+  { echo "the firewall let a non-member in"; exit 1; }
+[ "$from_worker" = "6379 connected; 8076 connected; $worker_port connected; $ephemeral_port connected" ] ||
+  { echo "the firewall shut a member out"; exit 1; }
+# A port outside every range (22, nothing listens) is not dropped: the outsider gets the kernel's refusal at once.
+outside=$(probe "$outsider" 22)
+echo "FIREWALL head $head_ip port 22 from the non-member: $outside"
+[[ $outside == *"refused"* ]] || { echo "the firewall dropped a port outside its ranges"; exit 1; }
+podman exec "$head" nft list table inet moeops_ray | grep -F "elements = {" 
 shrink=$SECONDS
 ansible-playbook -i "$scenario/inventory-shrunk/hosts.yml" "$scenario/converge.yml"
 ansible-playbook -i "$scenario/inventory-shrunk/hosts.yml" -e ray_test_expected_nodes=1 "$scenario/verify.yml"
+# The retired worker is no member any more: the head now drops it too, and its own table is gone.
+from_retired=$(probe "$worker" 6379)
+echo "FIREWALL head $head_ip from the retired worker: $from_retired"
+[ "$from_retired" = "6379 timed out" ] || { echo "the head still lets the retired worker in"; exit 1; }
+if podman exec "$worker" nft list tables 2>/dev/null | grep -q moeops_ray; then echo "the retired worker kept its firewall"; exit 1; fi
 echo "ray_cluster: shrunk to 1 node in $((SECONDS - shrink)) s; total $((SECONDS - start)) s"
 # Bad inputs of the multi-node playbook are refused by its first tasks, on every host, before anything changes:
 # a newline in every string option of ray_cluster (generated from its argument spec, as the bad-inputs suite

@@ -79,7 +79,15 @@ def test_execstart(host):
     assert pairs["--tool-call-parser"] == "kimi_k2" and pairs["--reasoning-parser"] == "kimi_k2"
     assert pairs["--max-model-len"] == "131072" and pairs["--gpu-memory-utilization"] == "0.92"
     assert pairs["--host"] == "127.0.0.1" and pairs["--port"] == "8000"
+    assert pairs["--shutdown-timeout"] == "120"  # restarts drain
     assert "--trust-remote-code" in argv
+
+
+def test_loopback_host_has_no_front(host):
+    # vllm_service_host 127.0.0.1: vLLM binds it itself; no nginx front, no nginx package.
+    assert not host.file("/etc/systemd/system/vllm-front.service").exists
+    assert not host.package("nginx").is_installed
+    assert "TimeoutStopSec=150" in host.file(UNIT).content_string.splitlines()
 
 
 def test_unit_enabled_not_started(host):

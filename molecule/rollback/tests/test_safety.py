@@ -8,8 +8,10 @@ node at a time that must be rolled back on the first node and never reach the se
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -73,8 +75,23 @@ def main_pid(h):
     return int(h.check_output("systemctl show -p MainPID --value vllm"))
 
 
-def health(h):
-    return h.run("python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:8000/health', timeout=5).status)\"").stdout.strip()
+# Both nodes listen on 0.0.0.0, so each has the API front (vllm-front.service); the first one serves TLS with the
+# certificate prepare.yml made. vLLM itself is on 127.0.0.1:8001.
+CA = "/etc/moeops-test-tls/front.crt"
+PROBE = "python3 /usr/local/lib/moeops-test/http_probe.py"
+
+
+def front_url(name):
+    return "https://127.0.0.1:8000" if name == FIRST else "http://127.0.0.1:8000"
+
+
+def http(h, requests):
+    """The test client on node h (files/http_probe.py): [{method, url, key, cafile}] -> [{status, ...}]."""
+    return json.loads(h.check_output("%s %s" % (PROBE, shlex.quote(json.dumps(requests)))))
+
+
+def health(h, name):
+    return str(http(h, [{"method": "GET", "url": front_url(name) + "/health", "cafile": CA}])[0]["status"])
 
 
 def state(h):
@@ -132,12 +149,10 @@ def test_secrets_never_in_unit_show_or_cmdline(generated_key):
             for secret in (HF_TOKEN, key):
                 assert secret not in text, "secret in %s on %s" % (where, name)
         # vLLM (here its stand-in) takes the key from VLLM_API_KEY: /v1 needs it, /health does not.
-        probe = ("python3 -c \"import urllib.request as u, urllib.error as e, sys\n"
-                 "r = u.Request('http://127.0.0.1:8000/v1/models', headers=%s)\n"
-                 "try: print(u.urlopen(r).status)\nexcept e.HTTPError as x: print(x.code)\"")
-        assert h.check_output(probe % "{}") == "401"
-        assert h.check_output(probe % ("{'Authorization': 'Bearer %s'}" % key)) == "200"
-        assert health(h) == "200"
+        url = front_url(name) + "/v1/models"
+        answers = http(h, [{"method": "GET", "url": url, "cafile": CA}, {"method": "GET", "url": url, "cafile": CA, "key": key}])
+        assert [a["status"] for a in answers] == [401, 200]
+        assert health(h, name) == "200"
     assert not node(SECOND).file(KEY_FILE).exists  # a key was given: none generated
 
 
@@ -187,13 +202,72 @@ def test_bad_change_rolls_back_first_node_and_stops_before_second(generated_key)
     # The first node serves as before: same unit and environment, a restarted old server, healthy.
     after = state(first)
     assert (after["unit"], after["env"]) == (before[FIRST]["unit"], before[FIRST]["env"])
-    assert after["pid"] != before[FIRST]["pid"] and health(first) == "200"
+    assert after["pid"] != before[FIRST]["pid"] and health(first, FIRST) == "200"
     assert "--max-model-len 131072" in first.check_output("tr '\\0' ' ' < /proc/%d/cmdline" % after["pid"])
     assert first.file(KEY_FILE).content_string.strip() == generated_key  # kept across runs
     # serial 1: the first node's failure stopped the play; the second was never touched.
     assert state(second) == before[SECOND]
     assert _inv(SECOND) not in recap(out) or recap(out)[_inv(SECOND)]["ok"] == 0, out[-2000:]
     assert "TASK [moeops.inference.gpu_facts : Read the GPUs]" in out and not re.search(r"^ok: \[%s\]" % re.escape(_inv(SECOND)), out, re.M)
+
+
+def test_restart_drains_through_the_front(generated_key):
+    """A deploy that changes a setting restarts vLLM on the first node while a long stream runs through its front
+    from the second node: the stream ends with all its tokens, new requests meanwhile get 503 with Retry-After, then
+    200 once the new vLLM is healthy."""
+    first, second = node(FIRST), node(SECOND)
+    tokens = 160  # at 0.25 s a token (STANDIN_TOKEN_SECONDS): 40 s, started just before the restart
+    url = "https://%s:8000" % first.check_output(
+        "python3 -c \"import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+        "s.connect(('10.255.255.255', 1)); print(s.getsockname()[0])\"")
+    argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", INVENTORY, "playbooks/kimi_k25.yml",
+            "--limit", _inv(FIRST), "-e", "vllm_service_max_model_len=65536"]
+    t0 = time.time()
+    deploy = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"))
+    out = []
+    client = None
+    for line in deploy.stdout:
+        out.append(line)
+        # The new unit is in place; the restart is a few tasks away: start the stream now.
+        if client is None and "TASK [moeops.inference.vllm_service : Install the environment file" in line:
+            client = subprocess.Popen(["podman", "exec", second.backend.name, "python3",
+                                       "/usr/local/lib/moeops-test/drain_client.py", url, generated_key, CA, str(tokens),
+                                       "150"], stdout=subprocess.PIPE, text=True)
+    rc = deploy.wait()
+    text = "".join(out)
+    OUTPUTS.append(text)
+    assert rc == 0, text[-3000:]
+    assert client is not None, "the deploy never reached the unit's environment file: " + text[-2000:]
+    record = json.loads(client.communicate(timeout=200)[0])
+    # The stand-in's journal: SIGTERM with the stream in flight, and nothing aborted.
+    journal = first.check_output("journalctl -u vllm --no-pager -o json --since @%d" % int(t0))
+    lines = [json.loads(j) for j in journal.splitlines() if j.strip()]
+    sigterm = [j for j in lines if "STAND-IN SIGTERM" in j.get("MESSAGE", "")]
+    exits = [j for j in lines if "STAND-IN exits after" in j.get("MESSAGE", "")]
+    assert sigterm and exits, journal[-2000:]
+    restart_at = int(sigterm[0]["__REALTIME_TIMESTAMP"]) / 1e6
+    assert re.search(r"draining [1-9][0-9]* request", sigterm[0]["MESSAGE"]), sigterm[0]["MESSAGE"]
+    assert "0 request(s) aborted" in exits[0]["MESSAGE"], exits[0]["MESSAGE"]
+    polls = record["polls"]
+    refused = [p for p in polls if p["status"] == 503]
+    first_ok_after = [p for p in polls if p["status"] == 200 and refused and p["t"] > refused[-1]["t"]]
+    print("DRAIN stream start %.1f s, restart begins (SIGTERM) %.1f s, last token of the old request %.1f s, "
+          "first 503 %.1f s, last 503 %.1f s, first 200 after %.1f s (seconds after the deploy started); %d of %d tokens, "
+          "%d polls: %s" % (
+              record["stream_start"] - t0, restart_at - t0, (record["last_token"] or t0) - t0,
+              (refused[0]["t"] - t0) if refused else -1, (refused[-1]["t"] - t0) if refused else -1,
+              (first_ok_after[0]["t"] - t0) if first_ok_after else -1, record["tokens"], tokens, len(polls),
+              " ".join(str(p["status"]) for p in polls)))
+    print("DRAIN " + exits[0]["MESSAGE"])
+    assert record["stream_status"] == 200 and record["stream_error"] is None, record
+    assert record["tokens"] == tokens and record["done"], record
+    assert record["last_token"] > restart_at  # the old request went on after the restart began
+    assert refused and all(p.get("retry_after") == "30" for p in refused), polls
+    assert refused[0]["t"] < record["last_token"]  # new requests were refused while the old one still streamed
+    assert first_ok_after, polls
+    assert health(first, FIRST) == "200"
+    assert "--max-model-len 65536" in first.check_output("tr '\\0' ' ' < /proc/%d/cmdline" % main_pid(first))
 
 
 def test_no_secret_in_any_captured_output(generated_key):

@@ -224,3 +224,24 @@ def test_hosts_are_ip_addresses_or_host_names(role, name, value, ok):
     if not ok:
         empty = " (empty: every address)" if name == "vllm_service_host" else ""
         assert got == ["%s: %s must be an IP address or a host name%s, got %r" % (role, name, empty, value)]
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"vllm_service_front_routes": ["GET /v1/models", "GET /x; include /etc/passwd"]},
+     "vllm_service_front_routes[1] must be 'METHOD /path'"),
+    ({"vllm_service_front_routes": ["GET /v1/{x}/{"]}, "vllm_service_front_routes[0] must be 'METHOD /path'"),
+    ({"vllm_service_front_metrics_cidrs": ["10.0.0.0/8", "all"]},
+     "vllm_service_front_metrics_cidrs[1] must be a network such as 10.0.0.0/8"),
+    ({"vllm_service_front_tls_key": "/etc/k.pem"}, "are given together or not at all"),
+    ({"vllm_service_port": 8000, "vllm_service_backend_port": 8000}, "vllm_service_backend_port must differ"),
+    ({"vllm_service_shutdown_timeout": -1}, "vllm_service_shutdown_timeout must be 0 or more seconds"),
+    ({"vllm_service_front_retry_after": 0}, "vllm_service_front_retry_after must be a positive number"),
+])
+def test_front_inputs_that_would_reach_nginx_are_refused_before_anything_changes(values, message):
+    found = problems("vllm_service", **values)
+    assert any(message in p for p in found), found
+
+
+def test_front_defaults_pass():
+    assert problems("vllm_service", vllm_service_host="0.0.0.0", vllm_service_front_metrics_cidrs=["10.0.0.0/8"],
+                    vllm_service_front_tls_cert="/etc/c.pem", vllm_service_front_tls_key="/etc/k.pem") == []

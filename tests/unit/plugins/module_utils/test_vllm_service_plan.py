@@ -160,13 +160,60 @@ def test_a_key_is_generated_only_beyond_loopback_without_one(host, key, generate
 
 
 @pytest.mark.parametrize("host,url", [
-    ("0.0.0.0", "http://127.0.0.1:8001/health"), ("::", "http://127.0.0.1:8001/health"),
-    ("", "http://127.0.0.1:8001/health"), ("127.0.0.1", "http://127.0.0.1:8001/health"),
-    ("10.0.0.5", "http://10.0.0.5:8001/health"), ("localhost", "http://localhost:8001/health"),
-    ("::1", "http://[::1]:8001/health"), ("fd00::5", "http://[fd00::5]:8001/health"),
+    ("127.0.0.1", "http://127.0.0.1:8001/health"), ("localhost", "http://localhost:8001/health"),
+    ("::1", "http://[::1]:8001/health"),
 ])
-def test_health_is_polled_on_loopback_for_a_wildcard_bind(host, url):
+def test_health_is_polled_where_vllm_listens_on_loopback(host, url):
     assert plan(host=host, port=8001)["health_url"] == url
+
+
+def test_health_url_brackets_an_ipv6_literal_and_polls_a_wildcard_on_loopback():
+    assert vsp.health_url("fd00::5", 8001) == "http://[fd00::5]:8001/health"
+    assert vsp.health_url("0.0.0.0", 8001) == vsp.health_url("::", 8001) == "http://127.0.0.1:8001/health"
+
+
+@pytest.mark.parametrize("host,listen", [
+    ("0.0.0.0", "0.0.0.0:8000"), ("", "0.0.0.0:8000"), ("::", "[::]:8000"), ("10.0.0.5", "10.0.0.5:8000"),
+    ("fd00::5", "[fd00::5]:8000"),
+])
+def test_beyond_loopback_vllm_moves_to_loopback_behind_the_front(host, listen):
+    result = plan(host=host, port=8000)
+    front = result["front"]
+    assert front["enabled"] and front["listen"] == listen and front["backend"] == "127.0.0.1:8001"
+    assert result["health_url"] == "http://127.0.0.1:8001/health"
+    args = result["args"]
+    assert args[args.index("--host") + 1] == "127.0.0.1" and args[args.index("--port") + 1] == "8001"
+    assert result["arg_sources"]["--host"]["rule"] == "api_front"
+    assert result["arg_sources"]["--port"]["rule"] == "vllm_service_backend_port"
+    assert plan(host=host, port=8000, backend_port=9100)["front"]["backend"] == "127.0.0.1:9100"
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.1.1", "localhost", "::1"])
+def test_on_loopback_there_is_no_front_and_vllm_keeps_the_address(host):
+    result = plan(host=host, port=8000)
+    assert result["front"]["enabled"] is False and "loopback" in result["front"]["why"]
+    assert result["args"][result["args"].index("--port") + 1] == "8000"
+
+
+def test_shutdown_timeout_is_passed_and_the_stop_timeout_is_derived_above_it():
+    assert plan()["args"][-2:] == ["--shutdown-timeout", "0"]
+    result = plan(shutdown_timeout=120)
+    assert result["args"][-2:] == ["--shutdown-timeout", "120"] and result["timeout_stop_sec"] == 150
+    assert result["arg_sources"]["--shutdown-timeout"]["rule"] == "vllm_service_shutdown_timeout"
+
+
+@pytest.mark.parametrize("over,message", [
+    ({"backend_port": 8000}, r"vllm_service_backend_port must differ from vllm_service_port"),
+    ({"front_tls_cert": "/etc/c.pem"}, r"given together or not at all"),
+    ({"front_tls_cert": "c.pem", "front_tls_key": "k.pem"}, r"vllm_service_front_tls_cert must be an absolute path"),
+    ({"front_routes": ["GET /v1/models", "FETCH /x"]}, r"vllm_service_front_routes\[1\] must be 'METHOD /path'"),
+    ({"front_routes": ["GET /v1/../docs"]}, r"vllm_service_front_routes\[0\] must be"),
+    ({"front_metrics_cidrs": ["10.0.0.0/33"]}, r"vllm_service_front_metrics_cidrs\[0\] must be a network"),
+    ({"shutdown_timeout": -1}, r"vllm_service_shutdown_timeout must be at least 0"),
+])
+def test_front_inputs_are_refused_with_the_variable_named(over, message):
+    with pytest.raises(ValueError, match=message):
+        plan(host="0.0.0.0", **over)
 
 
 def test_no_secret_reaches_the_args_or_the_environment():
@@ -287,6 +334,10 @@ def sources_for(result):
     return result["arg_sources"]
 
 
+SHUTDOWN_SOURCE = {"source": "variable", "rule": "vllm_service_shutdown_timeout",
+                   "reason": "in-flight requests finish on a restart (0 would abort them)"}
+
+
 def test_glm5_on_compute_capability_12_every_argument_and_its_source():
     result = plan(profile=shipped_profile("glm5"), facts=rtxpro_x8(), host="0.0.0.0",
                   extra_args=["--enable-expert-parallel", "--max-num-seqs=64"])
@@ -297,7 +348,8 @@ def test_glm5_on_compute_capability_12_every_argument_and_its_source():
         "--enable-auto-tool-choice", "--tool-call-parser", "glm47", "--reasoning-parser", "glm45",
         "--chat-template-content-format", "string",
         "--kv-cache-dtype", "bfloat16", "--disable-custom-all-reduce",
-        "--host", "0.0.0.0", "--port", "8000", "--enable-expert-parallel", "--max-num-seqs=64"]
+        "--host", "127.0.0.1", "--port", "8001", "--enable-expert-parallel", "--max-num-seqs=64",
+        "--shutdown-timeout", "0"]
     reason = shipped_profile("glm5")["compute_capability_constraints"][0]["reason"]
 
     def prof(key, why=""):
@@ -319,8 +371,9 @@ def test_glm5_on_compute_capability_12_every_argument_and_its_source():
         "--chat-template-content-format": prof("chat_template_content_format"),
         "--kv-cache-dtype": prof("compute_capability_constraints[0]", reason),
         "--disable-custom-all-reduce": prof("compute_capability_constraints[0]", reason),
-        "--host": {"source": "variable", "rule": "vllm_service_host", "reason": ""},
-        "--port": {"source": "variable", "rule": "vllm_service_port", "reason": ""},
+        "--host": {"source": "policy", "rule": "api_front", "reason": "loopback only: vllm-front listens on 0.0.0.0:8000"},
+        "--port": {"source": "variable", "rule": "vllm_service_backend_port", "reason": "behind vllm-front"},
+        "--shutdown-timeout": SHUTDOWN_SOURCE,
         "--enable-expert-parallel": inventory,
         "--max-num-seqs": inventory,
     }
@@ -348,7 +401,7 @@ def test_a_constraints_extra_args_and_a_profile_kv_cache_dtype_have_their_source
         {"compute_capabilities": ["9.0"], "reason": "Hopper needs it", "extra_args": ["--max-num-batched-tokens", "8192"]}])
     result = plan(profile=profile)
     assert result["args"][10:] == ["--kv-cache-dtype", "fp8", "--enforce-eager", "--max-num-batched-tokens", "8192",
-                                   "--host", "127.0.0.1", "--port", "8000"]
+                                   "--host", "127.0.0.1", "--port", "8000", "--shutdown-timeout", "0"]
     src = sources_for(result)
     assert src["--kv-cache-dtype"] == {"source": "profile", "rule": "tiny.kv_cache_dtype", "reason": ""}
     assert src["--enforce-eager"] == {"source": "profile", "rule": "tiny.extra_args", "reason": ""}
@@ -356,7 +409,7 @@ def test_a_constraints_extra_args_and_a_profile_kv_cache_dtype_have_their_source
         "source": "profile", "rule": "tiny.compute_capability_constraints[1].extra_args", "reason": "Hopper needs it"}
     # The inventory's extra argument comes last and wins, in vLLM and in the sources.
     again = plan(profile=profile, extra_args=["--max-num-batched-tokens", "4096"])
-    assert again["args"][-2:] == ["--max-num-batched-tokens", "4096"]
+    assert again["args"][-4:-2] == ["--max-num-batched-tokens", "4096"]
     assert again["arg_sources"]["--max-num-batched-tokens"]["source"] == "inventory"
 
 
@@ -366,7 +419,7 @@ def test_kimi_on_the_real_h200_every_argument_and_its_source():
         "serve", "moonshotai/Kimi-K2.5", "--served-model-name", "kimi-k2.5", "--tensor-parallel-size", "1",
         "--max-model-len", "65536", "--gpu-memory-utilization", "0.85", "--trust-remote-code",
         "--enable-auto-tool-choice", "--tool-call-parser", "kimi_k2", "--reasoning-parser", "kimi_k2",
-        "--mm-encoder-tp-mode", "data", "--host", "127.0.0.1", "--port", "8000"]
+        "--mm-encoder-tp-mode", "data", "--host", "127.0.0.1", "--port", "8000", "--shutdown-timeout", "0"]
 
     def prof(key):
         return {"source": "profile", "rule": "kimi-k2.5-int4." + key, "reason": ""}
@@ -387,6 +440,7 @@ def test_kimi_on_the_real_h200_every_argument_and_its_source():
         "--mm-encoder-tp-mode": prof("extra_args"),
         "--host": {"source": "variable", "rule": "vllm_service_host", "reason": ""},
         "--port": {"source": "variable", "rule": "vllm_service_port", "reason": ""},
+        "--shutdown-timeout": SHUTDOWN_SOURCE,
     }
 
 
@@ -442,7 +496,7 @@ def test_chat_template_arguments_have_their_sources():
 def test_ray_appends_the_executor_and_the_pipeline_stages():
     result = plan(facts=rtxpro_x8(), host="0.0.0.0", ray_address="10.0.0.1:6379", pipeline_parallel_size=2,
                   ray_environment={"NCCL_SOCKET_IFNAME": "=enp1s0", "GLOO_SOCKET_IFNAME": "enp1s0"})
-    assert result["args"][-4:] == ["--distributed-executor-backend", "ray", "--pipeline-parallel-size", "2"]
+    assert result["args"][-6:-2] == ["--distributed-executor-backend", "ray", "--pipeline-parallel-size", "2"]
     assert option(result["args"], "--tensor-parallel-size") == "8"  # the GPUs of one node
     src = sources_for(result)
     assert src["--distributed-executor-backend"]["rule"] == "vllm_service_ray_address"
@@ -455,8 +509,8 @@ def test_ray_appends_the_executor_and_the_pipeline_stages():
                                                             "reason": ""}
     assert result["environment_sources"]["GLOO_SOCKET_IFNAME"] == {
         "source": "variable", "rule": "vllm_service_ray_environment", "reason": ""}
-    assert plan(ray_address="h:6379", pipeline_parallel_size="3")["args"][-1] == "3"  # from -e
-    assert plan(ray_address="h:6379")["args"][-1] == "1"
+    assert plan(ray_address="h:6379", pipeline_parallel_size="3")["args"][-3] == "3"  # from -e
+    assert plan(ray_address="h:6379")["args"][-3] == "1"
 
 
 def test_one_node_has_no_ray_arguments_or_environment():

@@ -274,3 +274,33 @@ def test_report_failed_service_is_a_problem():
     report = vs.build_report("box", {"unit_text": UNIT, "sources": SOURCES}, _deployed(UNIT, verdict="failed"), GPUS)
     assert report["drift"] is False and report["problems"] == ["service failed"]
     assert report["lines"][0] == "box: NO DRIFT; PROBLEMS: service failed"
+
+
+def _front(**over):
+    from ansible_collections.moeops.inference.plugins.module_utils import api_front
+    return api_front.front("vllm", over.pop("host", "0.0.0.0"), 8000, 8001, list(api_front.DEFAULT_ROUTES), ["10.0.0.0/8"],
+                           "", "", 3600, 30, 131072)
+
+
+def test_report_front_identical_differs_and_left_over():
+    front = _front()
+    desired = {"unit_text": UNIT, "sources": SOURCES, "vllm_version": "0.33.0", "front": front, "front_config_text": "conf\n"}
+    deployed = _deployed(UNIT)
+    deployed["front"] = {"unit": "vllm-front", "installed": True, "active": "active", "config_digest": vs.text_digest("conf\n")}
+    report = vs.build_report("box", desired, deployed, GPUS)
+    line = [x for x in report["lines"] if x.strip().startswith("front ")][0]
+    assert report["drift"] is False and report["front"]["drift"] is False
+    assert "vllm-front on 0.0.0.0:8000 (TLS off) -> 127.0.0.1:8001" in line and "GET /v1/models" in line
+    assert "/metrics from 10.0.0.0/8" in line and "unit active, configuration identical" in line
+    deployed["front"]["config_digest"] = vs.text_digest("edited\n")
+    report = vs.build_report("box", desired, deployed, GPUS)
+    assert report["drift_names"] == ["front"] and report["lines"][0].startswith("box: DRIFT")
+    # A loopback host now, a front still installed: the deploy would remove it.
+    desired["front"] = _front(host="127.0.0.1")
+    report = vs.build_report("box", desired, deployed, GPUS)
+    assert report["drift_names"] == ["front"]
+    assert any("vllm-front installed, but the deploy would remove it" in x for x in report["lines"])
+    deployed["front"] = {"unit": "vllm-front", "installed": False}
+    report = vs.build_report("box", desired, deployed, GPUS)
+    assert report["drift"] is False and any("front    none: vllm_service_host 127.0.0.1 is loopback" in x
+                                            for x in report["lines"])
