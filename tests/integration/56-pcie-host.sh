@@ -14,6 +14,8 @@ node=moeops-pcie$MOEOPS_NODE_SUFFIX
 work=$(mktemp -d)
 cleanup() { podman rm -f "$node" >/dev/null 2>&1 || true; rm -rf "$work"; }
 trap cleanup EXIT
+# A check that fails says which one (the greps and tests below are quiet).
+trap 'echo "56-pcie-host: failed at line $LINENO: $BASH_COMMAND"' ERR
 podman rm -f "$node" >/dev/null 2>&1 || true
 ansible-playbook -i "$inv" playbooks/sim_node.yml > "$work/sim.log" || { tail -40 "$work/sim.log"; exit 1; }
 
@@ -32,6 +34,11 @@ podman exec "$node" grep -qx 'options nvidia_uvm uvm_disable_hmm=1' /etc/modprob
 podman exec "$node" systemd-analyze verify /etc/systemd/system/moeops-clear-acs.service
 [ "$(podman exec "$node" systemctl is-enabled moeops-clear-acs.service)" = enabled ]
 [ "$(podman exec "$node" systemctl is-active moeops-clear-acs.service)" = active ]
+# journald may write the unit's output a moment after the unit finished, on a busy machine.
+for _ in 1 2 3 4 5 6 7 8 9 10; do
+  podman exec "$node" journalctl -u moeops-clear-acs.service --no-pager | grep -q 'no PCIe bridge above an NVIDIA GPU: nothing to clear' && break
+  sleep 1
+done
 podman exec "$node" journalctl -u moeops-clear-acs.service --no-pager | grep -q 'no PCIe bridge above an NVIDIA GPU: nothing to clear'
 podman exec "$node" test -x /usr/bin/setpci
 grep -q 'reboot needed (pcie_host_reboot is false): kernel arguments not in effect yet: iommu=pt pcie_port_pm=off' "$work/on.txt"
