@@ -48,8 +48,11 @@ BODY_BYTES_PER_TOKEN = 64
 BODY_MIN_MIB = 16
 
 
+LOOPBACK_HOSTS = ("localhost", "::1")
+
+
 def is_loopback(host: str) -> bool:
-    return host in ("localhost", "::1") or host.startswith("127.")
+    return host in LOOPBACK_HOSTS or host.startswith("127.")
 
 
 def route_regex(path: str) -> str:
@@ -109,31 +112,45 @@ def config_path(unit: str) -> str:
     return "/etc/vllm/%s.nginx.conf" % unit
 
 
+def input_problems(port: int, backend_port: int, given_routes: Any, metrics_cidrs: Any, tls_cert: str, tls_key: str,
+                   var_prefix: str = "vllm_service_") -> List[str]:
+    """What is wrong with the front's inputs, one message each naming the variable: preflight (role_inputs) reports
+    them before anything changes, and front() refuses them."""
+    problems: List[str] = []
+    if backend_port == port:
+        problems.append("%sbackend_port must differ from %sport (%s): the front listens on the port, vLLM on "
+                        "127.0.0.1:%sbackend_port" % (var_prefix, var_prefix, port, var_prefix))
+    if bool(tls_cert) != bool(tls_key):
+        problems.append("%sfront_tls_cert and %sfront_tls_key are given together or not at all" % (var_prefix, var_prefix))
+    for var, path in (("front_tls_cert", tls_cert), ("front_tls_key", tls_key)):
+        if path and not path.startswith("/"):
+            problems.append("%s%s must be an absolute path on the node, got %r" % (var_prefix, var, path))
+    for check, value, var in ((routes, given_routes, "front_routes"), (cidrs, metrics_cidrs, "front_metrics_cidrs")):
+        try:
+            check(var_prefix + var, value)
+        except ValueError as exc:
+            problems.append(str(exc))
+    return problems
+
+
 def front(name: str, host: str, port: int, backend_port: int, given_routes: Sequence[Any], metrics_cidrs: Sequence[Any],
           tls_cert: str, tls_key: str, read_timeout: int, retry_after: int, max_model_len: int,
           var_prefix: str = "vllm_service_") -> Dict[str, Any]:
-    """The front of `<name>.service`, or {"enabled": False, "why": ...} on a loopback host."""
-    if is_loopback(host):
-        return {"enabled": False, "why": "%shost %s is loopback: vLLM answers only this machine" % (var_prefix, host),
-                "unit": "%s-front" % name}
-    if backend_port == port:
-        raise ValueError("%sbackend_port must differ from %sport (%d): the front listens on the port, vLLM on "
-                         "127.0.0.1:%sbackend_port" % (var_prefix, var_prefix, port, var_prefix))
-    if bool(tls_cert) != bool(tls_key):
-        raise ValueError("%sfront_tls_cert and %sfront_tls_key are given together or not at all" % (var_prefix, var_prefix))
-    for var, path in (("front_tls_cert", tls_cert), ("front_tls_key", tls_key)):
-        if path and not path.startswith("/"):
-            raise ValueError("%s%s must be an absolute path on the node, got %r" % (var_prefix, var, path))
+    """The front of `<name>.service`, or {"enabled": False, "why", and its unit's and configuration's paths, for
+    removing a front left by an earlier run} on a loopback host."""
     unit = "%s-front" % name
+    paths = {"unit": unit, "unit_path": "/etc/systemd/system/%s.service" % unit, "config_path": config_path(unit)}
+    if is_loopback(host):
+        return dict(paths, enabled=False, why="%shost %s is loopback: vLLM answers only this machine" % (var_prefix, host))
+    problems = input_problems(port, backend_port, given_routes, metrics_cidrs, tls_cert, tls_key, var_prefix)
+    if problems:
+        raise ValueError("; ".join(problems))
     tls = bool(tls_cert)
     scheme = "https" if tls else "http"
     address = "127.0.0.1" if host in WILDCARD_HOSTS else host
-    return {
+    return dict(paths, **{
         "enabled": True,
         "why": "%shost %s is not loopback: vLLM listens on 127.0.0.1:%d behind the front" % (var_prefix, host, backend_port),
-        "unit": unit,
-        "unit_path": "/etc/systemd/system/%s.service" % unit,
-        "config_path": config_path(unit),
         "user": unit,
         "listen": listen_address(host, port),
         "url": "%s://%s:%d" % (scheme, "[%s]" % address if ":" in address else address, port),
@@ -152,7 +169,7 @@ def front(name: str, host: str, port: int, backend_port: int, given_routes: Sequ
         "privileged_port": port < 1024,
         # While this file exists the front answers 503 with Retry-After (a deploy's restart, the rollback's).
         "drain_flag": "/run/%s/draining" % unit,
-    }
+    })
 
 
 def summary(front_plan: Mapping[str, Any]) -> str:

@@ -267,20 +267,13 @@ def _no_whitespace(name: str, value: Any) -> Problems:
 
 def _front(v: Mapping[str, Any]) -> Problems:
     """The API front's inputs, by the front's own rules (api_front): they are written into nginx's configuration."""
-    problems: Problems = []
-    routes, cidrs = v.get("vllm_service_front_routes"), v.get("vllm_service_front_metrics_cidrs")
-    for check, value, var in ((api_front.routes, routes, "vllm_service_front_routes"),
-                              (api_front.cidrs, cidrs, "vllm_service_front_metrics_cidrs")):
-        if isinstance(value, list):
-            try:
-                check(var, value)
-            except ValueError as exc:
-                problems.append(str(exc))
-    if bool(v.get("vllm_service_front_tls_cert")) != bool(v.get("vllm_service_front_tls_key")):
-        problems.append("vllm_service_front_tls_cert and vllm_service_front_tls_key are given together or not at all")
     port, backend = v.get("vllm_service_port"), v.get("vllm_service_backend_port")
-    if backend is not None and not isinstance(backend, bool) and str(backend) == str(port):
-        problems.append("vllm_service_backend_port must differ from vllm_service_port (%s)" % port)
+    routes, cidrs = v.get("vllm_service_front_routes"), v.get("vllm_service_front_metrics_cidrs")
+    # Compared as text: either may come from -e as a string (the spec's conversion names a value that is no port).
+    problems = api_front.input_problems(
+        str(port), str(backend) if backend is not None and not isinstance(backend, bool) else None,
+        routes if isinstance(routes, list) else [], cidrs if isinstance(cidrs, list) else [],
+        v.get("vllm_service_front_tls_cert") or "", v.get("vllm_service_front_tls_key") or "")
     return (problems
             + _number_in("vllm_service_backend_port", backend, 0, 65535, what="a TCP port in 1-65535 (null: the port + 1)")
             + _number_in("vllm_service_shutdown_timeout", v.get("vllm_service_shutdown_timeout"), 0,

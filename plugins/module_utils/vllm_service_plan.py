@@ -78,10 +78,9 @@ OUTPUTS = ("from_hardware", "start", "why_not_started", "tensor_parallel_size", 
            "previous_dir", "p2p_gate", "shutdown_timeout", "timeout_stop_sec", "front")
 
 START_CHOICES = ("auto", "always", "never")
-# Hosts the server answers on loopback only (no API key needed there).
-LOOPBACK_HOSTS = ("localhost", "::1")
-# Wildcard binds: /health is polled on 127.0.0.1 there.
-WILDCARD_HOSTS = ("0.0.0.0", "::", "")
+# Hosts the server answers on loopback only (no API key, no front needed there), and wildcard binds: the front's rule.
+LOOPBACK_HOSTS = api_front.LOOPBACK_HOSTS
+WILDCARD_HOSTS = api_front.WILDCARD_HOSTS
 # The /health wait without a weights size in the profile.
 HEALTH_TIMEOUT_UNSIZED = 3600
 UNIT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$")
@@ -293,8 +292,7 @@ def hardening(directives: Mapping[str, Any], overrides: Mapping[str, Any], gpu_c
     return merged
 
 
-def is_loopback(host: str) -> bool:
-    return host in LOOPBACK_HOSTS or host.startswith("127.")
+is_loopback = api_front.is_loopback
 
 
 def health_url(host: str, port: int) -> str:
