@@ -39,6 +39,10 @@ PCIE_LATENCY_REASON = (
     "documents these as tuning/debug variables: override or remove them from inventory "
     "(nccl_env overrides) if a measurement on your box says otherwise."
 )
+# The P2P gate failed and vllm_service_p2p_fallback lets vLLM start anyway: slower, but it serves.
+P2P_FALLBACK_REASON = (
+    "the P2P gate failed and vllm_service_p2p_fallback is true: NCCL copies between GPUs through host memory "
+    "(published: Kimi-K2.5 INT4 on 8x RTX PRO 6000 serves about 44 tok/s so, against 65 with P2P)")
 
 
 def _setting(value: str, rule: str, reason: str, source: str = "policy") -> Dict[str, str]:
@@ -110,13 +114,16 @@ def apply_tuning(settings: Dict[str, Dict[str, str]], facts: Mapping[str, Any], 
 
 
 def nccl_policy(facts: Mapping[str, Any], overrides: Optional[Mapping[str, Any]] = None,
-                tuning: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+                tuning: Optional[Mapping[str, Any]] = None, p2p_fallback: Optional[str] = None) -> Dict[str, Any]:
     """Full result: {'env': {VAR: value}, 'settings': {VAR: {value, source, rule, reason}},
     'warnings': [..], 'notes': [..], 'report': [one readable line per setting, note and warning]}.
 
     Precedence, lowest first: the static rules (source "policy"), a stored
     tuning result (`tuning`, a document from moeops.inference.nccl_tune;
-    source "tuning"), inventory `overrides` (source "inventory").
+    source "tuning"), the P2P gate's fallback (`p2p_fallback`, the gate's
+    failure message when vllm_service_p2p_fallback lets vLLM start anyway:
+    NCCL_P2P_DISABLE=1, source "p2p_gate"), inventory `overrides` (source
+    "inventory").
 
     `overrides` comes from inventory: a string value sets or replaces a
     variable, None removes it.  Values must be strings, so that YAML's
@@ -145,6 +152,9 @@ def nccl_policy(facts: Mapping[str, Any], overrides: Optional[Mapping[str, Any]]
             notes.append("Some pairs on NVLink, some not: NCCL protocol and algorithm left to NCCL.")
     if tuning:
         apply_tuning(settings, facts, tuning, notes, warnings)
+    if p2p_fallback:
+        settings["NCCL_P2P_DISABLE"] = _setting("1", "p2p_gate_fallback", P2P_FALLBACK_REASON, source="p2p_gate")
+        warnings.append("P2P disabled (NCCL_P2P_DISABLE=1) because the P2P gate failed: %s" % p2p_fallback)
     for name, value in (overrides or {}).items():
         if not isinstance(name, str) or not name:
             raise TypeError("nccl_env overrides: variable names must be non-empty strings, got %r" % (name,))

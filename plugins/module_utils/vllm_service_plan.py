@@ -62,6 +62,7 @@ INPUTS: Dict[str, Tuple[str, bool]] = {
     "ray_environment": ("vllm_service_ray_environment", False),
     "p2p_gate": ("vllm_service_p2p_gate", False),
     "p2p_gate_backend": ("vllm_service_p2p_gate_backend", False),
+    "p2p_fallback": ("the P2P gate's failure, when vllm_service_p2p_fallback starts vLLM anyway", False),
     "shutdown_timeout": ("vllm_service_shutdown_timeout", False),
     "backend_port": ("vllm_service_backend_port", False),
     "front_routes": ("vllm_service_front_routes", False),
@@ -221,6 +222,7 @@ def _checked(inputs: Any) -> Dict[str, Any]:
                                    if v.get("gpu_memory_utilization") else None)
     v["extra_args"] = _strings(var["extra_args"], v["extra_args"]) if v.get("extra_args") is not None else []
     v["nccl_overrides"] = _env(var["nccl_overrides"], v.get("nccl_overrides") or {}, allow_null=True)
+    v["p2p_fallback"] = _str(var["p2p_fallback"], v["p2p_fallback"]) if v.get("p2p_fallback") else None
     v["environment"] = _env(var["environment"], v.get("environment") or {}, allow_null=False)
 
     if v["start"] not in START_CHOICES:
@@ -464,7 +466,7 @@ def plan(inputs: Mapping[str, Any]) -> Dict[str, Any]:
 
     layout = nccl_policy.parallel_layout(facts)
     tp = v["tensor_parallel_size"] if v["tensor_parallel_size"] is not None else int(layout["tensor_parallel_size"])
-    nccl = nccl_policy.nccl_policy(facts, v["nccl_overrides"], v["tuning"])
+    nccl = nccl_policy.nccl_policy(facts, v["nccl_overrides"], v["tuning"], v["p2p_fallback"])
 
     ccs = model_profile.compute_capabilities(facts)
     front = api_front.front(v["name"], v["host"], v["port"], v["backend_port"], v["front_routes"], v["front_metrics_cidrs"],

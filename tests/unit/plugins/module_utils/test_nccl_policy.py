@@ -79,6 +79,20 @@ def test_overrides_set_replace_and_remove():
     assert any("NCCL_PROTO removed" in n for n in result["notes"])
 
 
+def test_p2p_gate_fallback_disables_p2p_and_says_why_and_inventory_still_wins():
+    f = facts("rtxpro6000-x8-2numa")
+    failure = "P2P gate failed at all-reduce across 8 ranks: rank(s) 3 did not answer within 120 s (killed)"
+    result = policy.nccl_policy(f, None, None, failure)
+    assert result["env"] == dict(policy.nccl_env(f), NCCL_P2P_DISABLE="1")
+    assert result["settings"]["NCCL_P2P_DISABLE"]["source"] == "p2p_gate"
+    assert result["settings"]["NCCL_P2P_DISABLE"]["rule"] == "p2p_gate_fallback"
+    assert "44 tok/s" in result["settings"]["NCCL_P2P_DISABLE"]["reason"]
+    assert any(w.endswith(failure) for w in result["warnings"])
+    assert any(line.startswith("NCCL_P2P_DISABLE=1 [p2p_gate: p2p_gate_fallback]") for line in result["report"])
+    assert "NCCL_P2P_DISABLE" not in policy.nccl_policy(f, {"NCCL_P2P_DISABLE": None}, None, failure)["env"]
+    assert policy.nccl_policy(f, None, None, None) == policy.nccl_policy(f, None, None, "") == policy.nccl_policy(f)
+
+
 @pytest.mark.parametrize("value", [1, True, 1.5, ["LL"]])
 def test_override_values_must_be_strings(value):
     with pytest.raises(TypeError, match="NCCL_PROTO must be a string"):

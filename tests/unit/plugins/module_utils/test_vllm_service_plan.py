@@ -642,6 +642,18 @@ def test_a_missing_input_is_named_with_its_role_variable():
         vsp.plan(bare)
 
 
+def test_the_p2p_gate_fallback_renders_nccl_p2p_disable_with_its_source():
+    failure = "P2P gate failed at copy: GPU pair 0-1 did not answer within 120 s (killed)"
+    result = plan(facts=rtxpro_x8(), p2p_fallback=failure)
+    assert result["environment"]["NCCL_P2P_DISABLE"] == "1"
+    assert result["environment_sources"]["NCCL_P2P_DISABLE"]["source"] == "p2p_gate"
+    assert {k: v for k, v in result["environment"].items() if k != "NCCL_P2P_DISABLE"} == \
+        plan(facts=rtxpro_x8())["environment"]
+    assert plan(facts=rtxpro_x8(), p2p_fallback=None) == plan(facts=rtxpro_x8())
+    with pytest.raises(ValueError, match="the P2P gate's failure, when vllm_service_p2p_fallback starts vLLM anyway must be a string"):
+        vsp.plan(inputs(p2p_fallback=True))
+
+
 def test_optional_inputs_may_be_left_out():
     required = {k: v for k, v in inputs().items() if vsp.INPUTS[k][1]}
     assert vsp.plan(required) == plan(tuning=None, model_path=None, config={}, tensor_parallel_size=None,
