@@ -42,7 +42,7 @@ PCIE_LATENCY_REASON = (
 # The P2P gate failed and vllm_service_p2p_fallback lets vLLM start anyway: slower, but it serves.
 P2P_FALLBACK_REASON = (
     "the P2P gate failed and vllm_service_p2p_fallback is true: NCCL copies between GPUs through host memory "
-    "(published: Kimi-K2.5 INT4 on 8x RTX PRO 6000 serves about 44 tok/s so, against 65 with P2P)")
+    "(published: Kimi-K2.5 INT4 on 8x RTX PRO 6000 serves about 44 tok/s without P2P, against 65 with it)")
 
 
 def _setting(value: str, rule: str, reason: str, source: str = "policy") -> Dict[str, str]:
