@@ -79,9 +79,6 @@ OUTPUTS = ("from_hardware", "start", "why_not_started", "tensor_parallel_size", 
            "previous_dir", "p2p_gate", "shutdown_timeout", "timeout_stop_sec", "front")
 
 START_CHOICES = ("auto", "always", "never")
-# Hosts the server answers on loopback only (no API key, no front needed there), and wildcard binds: the front's rule.
-LOOPBACK_HOSTS = api_front.LOOPBACK_HOSTS
-WILDCARD_HOSTS = api_front.WILDCARD_HOSTS
 # The /health wait without a weights size in the profile.
 HEALTH_TIMEOUT_UNSIZED = 3600
 UNIT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$")
@@ -294,13 +291,10 @@ def hardening(directives: Mapping[str, Any], overrides: Mapping[str, Any], gpu_c
     return merged
 
 
-is_loopback = api_front.is_loopback
-
-
 def health_url(host: str, port: int) -> str:
     """Where the role polls /health: the wildcard addresses are polled on loopback, and an IPv6 literal
     goes in brackets (http://[::1]:8000/health)."""
-    address = "127.0.0.1" if host in WILDCARD_HOSTS else host
+    address = "127.0.0.1" if host in api_front.WILDCARD_HOSTS else host
     if ":" in address and not address.startswith("["):
         address = "[%s]" % address
     return "http://%s:%d/health" % (address, port)
@@ -490,7 +484,7 @@ def plan(inputs: Mapping[str, Any]) -> Dict[str, Any]:
     settings = model_settings(profile, facts, v["config"])
     gate = p2p_gate(v["p2p_gate"], v["p2p_gate_backend"], started, why, tp,
                     (settings.get("dimensions") or {}).get("hidden_size"), hardware)
-    loopback = is_loopback(v["host"])
+    loopback = api_front.is_loopback(v["host"])
     timeout = health_timeout(v["health_timeout"], profile.get("weights_size_gb"), v["health_timeout_base"],
                              v["weights_read_mb_per_s"])
     return {

@@ -33,7 +33,6 @@ class _Loader(yaml.SafeLoader):
 # Ansible's own tags (!unsafe, !vault) read as plain values here.
 _Loader.add_multi_constructor("!", lambda loader, suffix, node: loader.construct_scalar(node)
                               if isinstance(node, yaml.ScalarNode) else None)
-_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _Loader.construct_mapping)
 
 
 def _yaml_files():
