@@ -65,7 +65,20 @@ PROFILE_KEYS: Dict[str, Tuple[Tuple[type, ...], bool, str]] = {
     "allow_mixed_gpus": (_BOOL, False, "allow GPUs of different models (default false)"),
     "compute_capability_constraints": ((list,), False, "settings forced on given compute capabilities"),
     "extra_args": ((list,), False, "further vllm serve arguments the recipe asks for (strings)"),
+    "description": (_STR, False, "one line for summaries and reports, e.g. that the model is a test model"),
+    "canary": ((dict,), False, "the question the deploy asks after /health, and the answer it expects "
+                               "(prompt, max_tokens, expect, chat_template_kwargs)"),
 }
+
+CANARY_KEYS: Dict[str, Tuple[Tuple[type, ...], bool]] = {
+    "prompt": (_STR, True),
+    "max_tokens": (_INT, False),
+    "expect": (_STR, False),
+    "chat_template_kwargs": ((dict,), False),
+}
+# The canary of a profile that names none: a plain question, judged for garbage only (no expectation).
+DEFAULT_CANARY: Dict[str, Any] = {"prompt": "What is 6 times 7? Answer with the number only.", "max_tokens": 32,
+                                  "expect": "", "chat_template_kwargs": {}}
 
 CONSTRAINT_KEYS: Dict[str, Tuple[Tuple[type, ...], bool]] = {
     "compute_capabilities": ((list,), True),
@@ -160,7 +173,36 @@ def validate_profile(profile: Any, var: str = "vllm_service_profile") -> List[st
         if constraint.get("kv_cache_dtype", "auto") not in KV_CACHE_DTYPES:
             problems.append("%s.kv_cache_dtype: %r is not one of vLLM's %s"
                             % (where, constraint["kv_cache_dtype"], ", ".join(KV_CACHE_DTYPES)))
+    problems += _canary_problems(profile.get("canary"), "%s.canary" % var)
     return problems
+
+
+def _canary_problems(canary: Any, where: str) -> List[str]:
+    if canary is None:
+        return []
+    problems = ["%s.%s: not a canary key (known: %s)" % (where, key, ", ".join(sorted(CANARY_KEYS)))
+                for key in sorted(set(canary) - set(CANARY_KEYS), key=str)]
+    for key, (types, required) in CANARY_KEYS.items():
+        if key not in canary or canary[key] is None:
+            if required:
+                problems.append("%s.%s: required" % (where, key))
+        elif not _type_ok(canary[key], types):
+            problems.append("%s.%s: must be a %s" % (where, key, _type_names(types)))
+    if isinstance(canary.get("max_tokens"), int) and not 1 <= canary["max_tokens"] <= 4096:
+        problems.append("%s.max_tokens: must be 1 to 4096, got %s" % (where, canary["max_tokens"]))
+    if isinstance(canary.get("expect"), str):
+        try:
+            re.compile(canary["expect"])
+        except re.error as exc:
+            problems.append("%s.expect: not a regular expression: %s" % (where, exc))
+    return problems
+
+
+def canary(profile: Mapping[str, Any]) -> Dict[str, Any]:
+    """The profile's canary with the defaults filled in (DEFAULT_CANARY where the profile names none)."""
+    out = dict(DEFAULT_CANARY)
+    out.update({k: v for k, v in (profile.get("canary") or {}).items() if v is not None})
+    return out
 
 
 # The variable that names a profile in the roles; every loading error starts with it.

@@ -71,14 +71,18 @@ INPUTS: Dict[str, Tuple[str, bool]] = {
     "front_tls_key": ("vllm_service_front_tls_key", False),
     "front_read_timeout": ("vllm_service_front_read_timeout", False),
     "front_retry_after": ("vllm_service_front_retry_after", False),
+    "engine": ("vllm_engine", False),
+    "canary": ("vllm_service_canary", False),
 }
 
 OUTPUTS = ("from_hardware", "start", "why_not_started", "tensor_parallel_size", "layout", "nccl", "executable", "args",
            "arg_sources", "environment", "environment_sources", "model_settings", "hardening", "loopback",
            "generate_api_key", "health_timeout", "start_limit_interval", "health_url", "unit_path", "stage_path",
-           "previous_dir", "p2p_gate", "shutdown_timeout", "timeout_stop_sec", "front")
+           "previous_dir", "p2p_gate", "shutdown_timeout", "timeout_stop_sec", "front", "engine", "canary")
 
 START_CHOICES = ("auto", "always", "never")
+# vllm_engine: the vllm role's choice. The CPU build (simulation and CI) serves without a GPU.
+ENGINES = ("cuda", "cpu")
 # The /health wait without a weights size in the profile.
 HEALTH_TIMEOUT_UNSIZED = 3600
 UNIT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$")
@@ -222,6 +226,10 @@ def _checked(inputs: Any) -> Dict[str, Any]:
     v["p2p_fallback"] = _str(var["p2p_fallback"], v["p2p_fallback"]) if v.get("p2p_fallback") else None
     v["environment"] = _env(var["environment"], v.get("environment") or {}, allow_null=False)
 
+    v["engine"] = v.get("engine") or "cuda"
+    if v["engine"] not in ENGINES:
+        raise ValueError("%s must be one of %s, got %r" % (var["engine"], ", ".join(ENGINES), v["engine"]))
+    v["canary"] = True if v.get("canary") is None else _bool(var["canary"], v["canary"])
     if v["start"] not in START_CHOICES:
         raise ValueError("%s must be one of %s, got %r" % (var["start"], ", ".join(START_CHOICES), v["start"]))
     if v.get("health_timeout") is not None:
@@ -262,9 +270,10 @@ def from_hardware(facts: Mapping[str, Any]) -> bool:
     return gpu_topology.reported_from_hardware(facts)
 
 
-def start_decision(start: str, hardware: bool, backend: str) -> Tuple[bool, str]:
-    """(start the service and wait for /health, why not: '' when started)."""
-    started = start == "always" or (start == "auto" and hardware)
+def start_decision(start: str, hardware: bool, backend: str, engine: str = "cuda") -> Tuple[bool, str]:
+    """(start the service and wait for /health, why not: '' when started). auto starts where the GPUs were read from
+    hardware, or with the CPU build, which needs none."""
+    started = start == "always" or (start == "auto" and (hardware or engine == "cpu"))
     if started:
         return True, ""
     if backend == "snapshot":
@@ -272,6 +281,25 @@ def start_decision(start: str, hardware: bool, backend: str) -> Tuple[bool, str]
     if start == "never":
         return False, "vllm_service_start is never"
     return False, "no GPU read"
+
+
+def canary(enabled: bool, started: bool, profile: Mapping[str, Any], front_plan: Mapping[str, Any], host: str,
+           port: int) -> Dict[str, Any]:
+    """The generation canary after /health (module vllm_canary, rules in module_utils/_canary.py): the profile's
+    question, asked the way clients ask it: through the front where there is one (its certificate names the host's
+    public name, not loopback, so it is not verified on this hop), else vLLM itself."""
+    plan = dict(model_profile.canary(profile), run=False, why="")
+    if not enabled:
+        plan["why"] = "vllm_service_canary is false: a hung or garbling engine would pass the deploy"
+    elif not started:
+        plan["why"] = "the service does not start in this run"
+    else:
+        plan["run"] = True
+    if front_plan.get("enabled"):
+        plan.update(url=front_plan["url"], validate_certs=False, via=front_plan["unit"])
+    else:
+        plan.update(url=health_url(host, port)[:-len("/health")], validate_certs=True, via="vLLM directly")
+    return plan
 
 
 def hardening(directives: Mapping[str, Any], overrides: Mapping[str, Any], gpu_count: int) -> Dict[str, Any]:
@@ -456,7 +484,7 @@ def plan(inputs: Mapping[str, Any]) -> Dict[str, Any]:
     profile, facts = v["profile"], v["facts"]
     count = int(facts.get("count") or 0)
     hardware = from_hardware(facts)
-    started, why = start_decision(v["start"], hardware, str(facts.get("backend") or ""))
+    started, why = start_decision(v["start"], hardware, str(facts.get("backend") or ""), v["engine"])
 
     layout = nccl_policy.parallel_layout(facts)
     tp = v["tensor_parallel_size"] if v["tensor_parallel_size"] is not None else int(layout["tensor_parallel_size"])
@@ -513,4 +541,6 @@ def plan(inputs: Mapping[str, Any]) -> Dict[str, Any]:
         "shutdown_timeout": v["shutdown_timeout"],
         "timeout_stop_sec": api_front.stop_timeout(v["shutdown_timeout"]),
         "front": front,
+        "engine": v["engine"],
+        "canary": canary(v["canary"], started, profile, front, v["host"], v["port"]),
     }

@@ -589,7 +589,8 @@ def build_report(host: str, desired: Mapping[str, Any], deployed: Mapping[str, A
         status.append("restart  the unit changed after the service started: it runs with the old settings until restarted")
         problems.append("restart pending")
     vllm = deployed.get("vllm") or {}
-    status.append("vLLM     %s in %s" % (("version " + have_version) if have_version else "NOT INSTALLED", vllm.get("venv")))
+    engine = vllm.get("line") or (("version " + have_version) if have_version else "NOT INSTALLED")
+    status.append("vLLM     %s in %s" % (engine if have_version else "NOT INSTALLED", vllm.get("venv")))
     http = deployed.get("http") or {}
     if not http.get("checked"):
         status.append("http     not checked: %s" % (http.get("why") or "unknown"))
@@ -665,7 +666,9 @@ def build_report(host: str, desired: Mapping[str, Any], deployed: Mapping[str, A
         "problems": problems,
         "service": state,
         "unit": {k: unit.get(k) for k in ("name", "path", "dropins", "need_daemon_reload", "errors")},
-        "vllm": {"venv": vllm.get("venv"), "version": have_version, "desired_version": want_version},
+        "vllm": {"venv": vllm.get("venv"), "version": have_version, "desired_version": want_version,
+                 "engine": vllm.get("engine"), "package": vllm.get("package"),
+                 "package_version": vllm.get("package_version")},
         "http": http,
         "api_key_set": bool(deployed.get("api_key_set")),
         "gpus": gpus,

