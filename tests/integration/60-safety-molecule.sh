@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Molecule scenario molecule/rollback: the vllm_service role's safety on two Debian 12 nodes whose
-# vLLM is a NAMED stand-in (check mode and diff on fresh and converged nodes, the hardened unit and
-# its systemd-analyze security exposure, secrets, the /health wait, rollback with serial 1).
+# Molecule scenario molecule/rollback: the vllm_service role's safety on two Debian 12 nodes where the real
+# engine serves (vLLM's CPU build, the tiny test model): check mode and diff on fresh and converged nodes, the
+# hardened unit and its systemd-analyze security exposure, secrets, the /health wait and the canary, the API front
+# probed route by route from the other node, draining restarts (KillMode), rollback with serial 1.
 # Afterwards every line molecule and the suite printed is searched for the secrets.
 set -euo pipefail
 start=$SECONDS

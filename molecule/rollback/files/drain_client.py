@@ -1,9 +1,12 @@
 # -*- coding: utf-8 -*-
-"""Test client (molecule/rollback) for the drain test: one long streaming request through the front while new
-requests are sent every 0.5 s; prints a JSON record with wall-clock times (time.time(): the containers share the
-machine's clock, so they compare with the journal's).
+"""Test client (molecule/rollback) for the drain tests: N long streaming requests, and (with a poll limit) new
+requests every 0.5 s; prints a JSON record with wall-clock times (time.time(): the containers share the machine's
+clock, so they compare with the journal's).
 
-argv: URL (the front), API key, CA file ("" for none), max_tokens, seconds to keep polling at most.
+argv: URL (the front, or vLLM itself), API key ("" for none), CA file ("" for none), max_tokens, streams, seconds to
+keep polling (0: no polling, wait for the streams only).
+Each stream asks for exactly max_tokens tokens (ignore_eos) at temperature 0 and counts the tokens it gets; an
+error event inside the stream (vLLM's in-stream 500 when its engine dies) is recorded as the stream's error.
 """
 import json
 import ssl
@@ -15,32 +18,45 @@ import urllib.request
 
 
 def main():
-    url, key, cafile, max_tokens, limit = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
+    url, key, cafile = sys.argv[1], sys.argv[2], sys.argv[3]
+    max_tokens, count, limit = int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
     context = ssl.create_default_context(cafile=cafile) if cafile else None
-    headers = {"Authorization": "Bearer " + key, "Content-Type": "application/json"}
-    record = {"stream_start": time.time(), "tokens": 0, "done": False, "last_token": None, "stream_status": None,
-              "stream_error": None, "polls": []}
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = "Bearer " + key
+    with urllib.request.urlopen(urllib.request.Request(url + "/v1/models", headers=headers), timeout=10,
+                                context=context) as answer:
+        model = json.load(answer)["data"][0]["id"]
+    record = {"stream_start": time.time(), "streams": [], "polls": []}
 
     def stream():
-        body = json.dumps({"model": "x", "prompt": "drain", "max_tokens": max_tokens, "stream": True}).encode()
+        one = {"tokens": 0, "done": False, "last_token": None, "status": None, "error": None}
+        record["streams"].append(one)
+        body = json.dumps({"model": model, "prompt": "drain", "max_tokens": max_tokens, "ignore_eos": True,
+                           "temperature": 0, "stream": True}).encode()
         request = urllib.request.Request(url + "/v1/completions", data=body, headers=headers, method="POST")
         try:
             with urllib.request.urlopen(request, timeout=300, context=context) as answer:
-                record["stream_status"] = answer.status
+                one["status"] = answer.status
                 for line in answer:
                     if line.startswith(b"data: [DONE]"):
-                        record["done"] = True
+                        one["done"] = True
                     elif line.startswith(b"data: "):
-                        record["tokens"] += 1
-                        record["last_token"] = time.time()
+                        event = json.loads(line[6:])
+                        if "error" in event:
+                            one["error"] = event["error"]
+                        else:
+                            one["tokens"] += 1
+                            one["last_token"] = time.time()
         except Exception as err:  # pylint: disable=broad-except  # recorded: the test fails on it
-            record["stream_error"] = repr(err)
+            one["error"] = repr(err)
 
-    worker = threading.Thread(target=stream)
-    worker.start()
+    workers = [threading.Thread(target=stream) for _ in range(count)]
+    for worker in workers:
+        worker.start()
     time.sleep(1)
     seen_503 = False
-    while time.time() - record["stream_start"] < limit:
+    while limit and time.time() - record["stream_start"] < limit:
         request = urllib.request.Request(url + "/v1/models", headers=headers)
         t = time.time()
         try:
@@ -52,10 +68,11 @@ def main():
             poll = {"t": t, "status": None, "error": repr(err)}
         record["polls"].append(poll)
         seen_503 = seen_503 or poll["status"] == 503
-        if seen_503 and poll["status"] == 200 and not worker.is_alive():
+        if seen_503 and poll["status"] == 200 and not any(w.is_alive() for w in workers):
             break
         time.sleep(0.5)
-    worker.join(timeout=5)
+    for worker in workers:
+        worker.join(timeout=300)
     print(json.dumps(record))
 
 

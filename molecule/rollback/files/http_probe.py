@@ -3,7 +3,7 @@
 
 argv[1]: [{"method", "url", "key" (optional bearer token), "cafile" (optional: verify TLS against it),
 "body" (optional JSON)}]. Each answer: {"status": HTTP status, or null with "error" when nothing answered
-(refused, TLS failure), "retry_after"}.
+(refused, TLS failure), "retry_after", "body" (its first 300 characters)}.
 """
 import json
 import socket
@@ -22,9 +22,11 @@ def probe(req):
     request = urllib.request.Request(req["url"], data=data, headers=headers, method=req["method"])
     try:
         with urllib.request.urlopen(request, timeout=10, context=context) as answer:
-            return {"status": answer.status, "retry_after": answer.headers.get("Retry-After")}
+            return {"status": answer.status, "retry_after": answer.headers.get("Retry-After"),
+                    "body": answer.read(300).decode("utf-8", "replace")}
     except urllib.error.HTTPError as err:
-        return {"status": err.code, "retry_after": err.headers.get("Retry-After")}
+        return {"status": err.code, "retry_after": err.headers.get("Retry-After"),
+                "body": err.read(300).decode("utf-8", "replace")}
     except (urllib.error.URLError, socket.timeout, ConnectionError, ssl.SSLError) as err:
         return {"status": None, "error": str(getattr(err, "reason", err))}
 

@@ -1,10 +1,11 @@
 # -*- coding: utf-8 -*-
-"""The API front (vllm-front.service, nginx) on the two stand-in nodes, probed from the other node.
+"""The API front (vllm-front.service, nginx) on the two nodes, probed from the other node, with the real engine
+behind it (vLLM's CPU build serving the tiny test model).
 
 Both nodes have vllm_service_host 0.0.0.0, so each has a front; the first serves TLS with a certificate that
-prepare.yml made. Every route that vLLM 0.33.0 registers (tests/fixtures/vllm/routes-0.33.0-generate.json, the
-same table the stand-in serves) is sent through the first node's front from the second node, with and without the
-key. Read-only: runs before test_safety.py, whose last tests change the nodes.
+prepare.yml made. Every route that the engine on the first node registers (its own build_app, read on the node by
+tests/fixtures/vllm/routes.py) is sent through that node's front from the second node, with and without the key.
+Read-only: runs before test_safety.py, whose last tests change the nodes.
 """
 from __future__ import annotations
 
@@ -22,10 +23,12 @@ FIRST, SECOND = NODES
 CA = "/etc/moeops-test-tls/front.crt"
 PROBE = "python3 /usr/local/lib/moeops-test/http_probe.py"
 FRONT_UNIT = "/etc/systemd/system/vllm-front.service"
-GIVEN_KEY = "sk-STANDINgivenKey-9876543210-SECRET"
+GIVEN_KEY = "sk-SAFETYgivenKey-9876543210-SECRET"
 # The front's allowlist (the role's default, api_front.DEFAULT_ROUTES) and /health.
 ALLOWED = {("GET", "/health"), ("GET", "/v1/models"), ("POST", "/v1/chat/completions"), ("POST", "/v1/completions"),
            ("POST", "/v1/responses"), ("GET", "/v1/responses/{response_id}"), ("POST", "/v1/responses/{response_id}/cancel")}
+# What the front itself answers (templates/front.nginx.conf.j2): a body that vLLM never sends.
+FRONT_BODIES = ('{"error": "Not Found"}\n', '{"error": "Method Not Allowed"}\n')
 # systemd-analyze security's exposure above which the front's hardening has regressed (measured 1.3-1.6 here).
 MAX_FRONT_EXPOSURE = 2.0
 
@@ -44,8 +47,9 @@ def http(h, requests):
 
 
 def vllm_routes():
-    with open(os.path.join(ROOT, "tests", "fixtures", "vllm", "routes-0.33.0-generate.json")) as f:
-        table = json.load(f)["routes"]
+    """The engine's own route table, read on the first node from the vLLM it runs."""
+    table = json.loads(node(FIRST).check_output(
+        "HF_HUB_OFFLINE=1 /opt/vllm/venv/bin/python /usr/local/lib/moeops-test/routes.py 2>/dev/null"))
     out = []
     for route in table:
         for method in route["methods"] or ["GET"]:
@@ -58,7 +62,8 @@ def test_every_vllm_route_through_the_front_from_the_other_node():
     key = node(FIRST).check_output("cat /etc/vllm/vllm.api-key").strip()
     base = "https://%s:8000" % address(FIRST)
     routes = vllm_routes()
-    assert len(routes) >= 30 and ("POST", "/invocations") in routes
+    assert len(routes) >= 30 and ("POST", "/invocations") in routes and ("GET", "/health") in routes
+    print("PROBE %d routes of the engine on %s (its own build_app)" % (len(routes), FIRST))
     requests = []
     for method, path in routes:
         url = base + path.replace("{response_id}", "resp_1")
@@ -66,16 +71,20 @@ def test_every_vllm_route_through_the_front_from_the_other_node():
     answers = http(node(SECOND), requests)
     table = []
     for index, (method, path) in enumerate(routes):
-        without, with_key = answers[2 * index]["status"], answers[2 * index + 1]["status"]
-        table.append((method, path, without, with_key))
+        without, with_key = answers[2 * index], answers[2 * index + 1]
+        table.append((method, path, without["status"], with_key["status"]))
         if (method, path) == ("GET", "/health"):
-            assert (without, with_key) == (200, 200)
+            assert (without["status"], with_key["status"]) == (200, 200)
         elif (method, path) in ALLOWED:
-            assert (without, with_key) == (401, 200), (method, path, without, with_key)
+            # Passed: vLLM itself asks for the key, and with it answers (400 to an empty body, 404 to an unknown
+            # response id: vLLM's words, never the front's).
+            assert without["status"] == 401 and with_key["status"] not in (401, 403, 502, 503), (method, path, with_key)
+            assert with_key["body"] not in FRONT_BODIES, (method, path, with_key)
         else:
-            # Never passed: 404, or 405 where the path fits a listed pattern of another method
+            # Never passed: the front's own 404, or its 405 where the path fits a listed pattern of another method
             # (POST /v1/responses/render fits GET /v1/responses/{response_id}).
-            assert without == with_key and without in (404, 405), (method, path, without, with_key)
+            assert without["status"] == with_key["status"] and without["status"] in (404, 405), (method, path, without)
+            assert without["body"] in FRONT_BODIES and with_key["body"] in FRONT_BODIES, (method, path, without)
     for method, path, without, with_key in table:
         print("PROBE %-6s %-40s from %s: %s without the key, %s with it" % (method, path, SECOND, without, with_key))
     # A listed path with another method: 405, never passed.

@@ -1,9 +1,11 @@
 # -*- coding: utf-8 -*-
-"""The vllm_service role's safety on two nodes whose vLLM is a NAMED stand-in (files/vllm_standin.py).
+"""The vllm_service role's safety on two nodes where the real engine serves (vLLM's CPU build, the tiny test model).
 
-Runs after converge and idempotence; the tests run in file order and build on each other:
-hardening, secrets, check mode and diff on the converged nodes, then a bad change rolled out one
-node at a time that must be rolled back on the first node and never reach the second.
+Runs after converge and idempotence; the tests run in file order and build on each other: hardening, secrets,
+check mode and diff on the converged nodes; systemd's default KillMode cutting streams in flight (what the unit's
+KillMode=mixed prevents); a good change whose restart drains two streams through the front; then a bad change
+rolled out one node at a time that must be rolled back on the first node, drain the same way, and never reach the
+second.
 """
 from __future__ import annotations
 
@@ -28,9 +30,13 @@ FIRST, SECOND = NODES
 UNIT = "/etc/systemd/system/vllm.service"
 ENV_FILE = "/etc/vllm/vllm.env"
 KEY_FILE = "/etc/vllm/vllm.api-key"
-# The fake secrets of inventory/group_vars/vllm_servers/standin.yml and host_vars/moeops-rb-2.yml.
-HF_TOKEN = "hf_STANDINtoken0123456789abcdefSECRET"
-GIVEN_KEY = "sk-STANDINgivenKey-9876543210-SECRET"
+# The fake secrets of inventory/group_vars/vllm_servers/safety.yml and host_vars/moeops-rb-2.yml.
+HF_TOKEN = "hf_SAFETYtoken0123456789abcdefSECRET"
+GIVEN_KEY = "sk-SAFETYgivenKey-9876543210-SECRET"
+# The drain tests' streams: two, of this many tokens each (about 10 s on the CPU build; the model takes 2048).
+STREAM_TOKENS = 1900
+# A good change (the restart drains) that the bad change keeps, so that its rollback returns to it.
+GOOD_CHANGE = ("-e", json.dumps({"vllm_service_extra_args": ["--max-num-seqs", "64"]}))
 # systemd-analyze security's overall exposure (0-10) above which the hardening has regressed.
 # The default directives measure 1.9 on Debian 12 (main's unit before hardening: 9.2). What is left
 # open is needed to serve on GPUs: the network (0.5 + 0.3 + 0.2 IP allow list), device access to
@@ -48,9 +54,10 @@ def node(name):
 
 
 def play(*extra, check=False, trigger=None, on_trigger=None):
-    """Run playbooks/kimi_k25.yml against both nodes as an operator would; return (rc, output). With `trigger`,
-    `on_trigger()` is called once, as soon as a line of the run's output contains it."""
-    argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-v", "-i", INVENTORY, "playbooks/kimi_k25.yml", "--diff"]
+    """Run playbooks/deploy.yml (the inventory names the tiny model's profile) against both nodes as an operator
+    would; return (rc, output). With `trigger`, `on_trigger()` is called once, as soon as a line of the run's output
+    contains it."""
+    argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-v", "-i", INVENTORY, "playbooks/deploy.yml", "--diff"]
     if check:
         argv.append("--check")
     argv += list(extra)
@@ -129,7 +136,7 @@ def test_hardened_unit_and_exposure():
         exposure = float(re.search(r"Overall exposure level for vllm.service: ([0-9.]+)", out).group(1))
         print("MEASURED %s exposure %.1f (test ceiling %.1f)" % (name, exposure, MAX_EXPOSURE))
         assert exposure <= MAX_EXPOSURE
-        # The running stand-in really is sandboxed: its own user, no new privileges, seccomp on.
+        # The running vLLM really is sandboxed: its own user, no new privileges, seccomp on.
         pid = main_pid(h)
         status = h.check_output("cat /proc/%d/status" % pid)
         assert re.search(r"^Uid:\s+%s\b" % h.user("vllm").uid, status, re.M)
@@ -156,7 +163,7 @@ def test_secrets_never_in_unit_show_or_cmdline(generated_key):
         for where, text in places.items():
             for secret in (HF_TOKEN, key):
                 assert secret not in text, "secret in %s on %s" % (where, name)
-        # vLLM (here its stand-in) takes the key from VLLM_API_KEY: /v1 needs it, /health does not.
+        # vLLM takes the key from VLLM_API_KEY: /v1 needs it, /health does not.
         url = front_url(name) + "/v1/models"
         answers = http(h, [{"method": "GET", "url": url, "cafile": CA}, {"method": "GET", "url": url, "cafile": CA, "key": key}])
         assert [a["status"] for a in answers] == [401, 200]
@@ -180,7 +187,7 @@ def _inv(name):
 
 def test_check_mode_shows_exactly_the_changed_unit_lines():
     before = {n: state(node(n)) for n in NODES}
-    rc, out = play("-e", "vllm_service_max_model_len=65536", check=True)
+    rc, out = play("-e", "vllm_service_max_model_len=1024", check=True)
     assert rc == 0, out[-3000:]
     # The unit's diff block of each host: only the changed ExecStart line, nothing else.
     blocks = re.findall(r"^--- before: %s\n\+\+\+ after: .*?\n(.*?)(?=^changed:|^ok:|^skipping:)" % re.escape(UNIT),
@@ -188,7 +195,7 @@ def test_check_mode_shows_exactly_the_changed_unit_lines():
     assert len(blocks) == 2, out[-4000:]
     for block in blocks:
         changed = [line for line in block.splitlines() if line[:1] in ("+", "-")]
-        assert changed == ["-    --max-model-len 131072 \\", "+    --max-model-len 65536 \\"], block
+        assert changed == ["-    --max-model-len 2048 \\", "+    --max-model-len 1024 \\"], block
     for name in NODES:
         r = recap(out)[_inv(name)]
         assert r["changed"] >= 2 and r["failed"] == 0  # the unit and the predicted restart
@@ -197,37 +204,129 @@ def test_check_mode_shows_exactly_the_changed_unit_lines():
                      r"changed: \[", out), "restart not predicted in check mode"
 
 
+def node_address(h):
+    return h.check_output("python3 -c \"import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+                          "s.connect(('10.255.255.255', 1)); print(s.getsockname()[0])\"")
+
+
+def drain_client(h, url, key, cafile, poll_seconds):
+    """files/drain_client.py on node h, in the background: two streams of STREAM_TOKENS, polls while asked."""
+    return subprocess.Popen(["podman", "exec", h.backend.name, "python3", "/usr/local/lib/moeops-test/drain_client.py",
+                             url, key, cafile, str(STREAM_TOKENS), "2", str(poll_seconds)],
+                            stdout=subprocess.PIPE, text=True)
+
+
+def wait_healthy(h, name, seconds=300):
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        if health(h, name) == "200":
+            return time.monotonic() - t0
+        time.sleep(2)
+    raise AssertionError("%s not healthy after %d s" % (name, seconds))
+
+
+def journal_since(h, wall0):
+    text = h.check_output("journalctl -u vllm --no-pager -o json --since @%d" % int(wall0))
+    return [json.loads(j) for j in text.splitlines() if j.strip()]
+
+
+def drain_report(what, record, wall0, restart_at):
+    """Print the DRAIN line (seconds after `wall0`) and return (refused polls, first 200 after them)."""
+    polls = record["polls"]
+    refused = [p for p in polls if p["status"] == 503]
+    first_ok_after = [p for p in polls if p["status"] == 200 and refused and p["t"] > refused[-1]["t"]]
+    last = max((s["last_token"] or wall0) for s in record["streams"])
+    print("DRAIN %s: streams start %.1f s, restart begins (SIGTERM) %.1f s, last token of the old streams %.1f s, "
+          "first 503 %.1f s, last 503 %.1f s, first 200 after %.1f s (seconds after the deploy started); tokens %s of %d "
+          "each; %d polls: %s" % (
+              what, record["stream_start"] - wall0, restart_at - wall0, last - wall0,
+              (refused[0]["t"] - wall0) if refused else -1, (refused[-1]["t"] - wall0) if refused else -1,
+              (first_ok_after[0]["t"] - wall0) if first_ok_after else -1,
+              "/".join(str(s["tokens"]) for s in record["streams"]), STREAM_TOKENS, len(polls),
+              " ".join(str(p["status"]) for p in polls)))
+    return refused, first_ok_after
+
+
+def sigterm_time(lines):
+    """When systemd began stopping vLLM: its "Stopping" line (the API server logs the signal only later)."""
+    stops = [j for j in lines if j.get("MESSAGE", "").startswith("Stopping vllm.service")]
+    assert stops, [j.get("MESSAGE") for j in lines][-20:]
+    return int(stops[0]["__REALTIME_TIMESTAMP"]) / 1e6
+
+
+def test_systemds_default_killmode_cuts_the_streams_in_flight(generated_key):
+    """The check the drain tests make fails under systemd's default KillMode (control-group: SIGTERM to every
+    process at once): vLLM's worker exits with the API server, and the streams end early with an in-stream error.
+    The unit's KillMode=mixed (only the API server gets SIGTERM; it drains, then stops its children) is what the
+    next tests prove. A drop-in sets the default for one restart; it is gone before the next test's deploy."""
+    first = node(FIRST)
+    dropin = "/etc/systemd/system/vllm.service.d/killmode-default.conf"
+    first.check_output("mkdir -p %s && printf '[Service]\\nKillMode=control-group\\n' > %s && systemctl daemon-reload"
+                       % (os.path.dirname(dropin), dropin))
+    try:
+        assert first.check_output("systemctl show -p KillMode --value vllm") == "control-group"
+        client = drain_client(first, "http://127.0.0.1:8001", generated_key, "", 0)  # vLLM itself, behind the front
+        time.sleep(3)
+        first.check_output("systemctl restart vllm")
+    finally:
+        first.check_output("rm -f %s && systemctl daemon-reload" % dropin)
+    record = json.loads(client.communicate(timeout=300)[0])
+    print("DRAIN KillMode=control-group (systemd's default): tokens %s of %d each, errors %s" % (
+        "/".join(str(s["tokens"]) for s in record["streams"]), STREAM_TOKENS,
+        [s["error"] for s in record["streams"]]))
+    assert all(s["tokens"] < STREAM_TOKENS and s["error"] for s in record["streams"]), record
+    assert first.check_output("systemctl show -p KillMode --value vllm") == "mixed"
+    print("MEASURED healthy again %.0f s after the restart" % wait_healthy(first, FIRST))
+
+
+def test_a_good_change_restarts_with_the_streams_in_flight_finished(generated_key):
+    """A change that comes up: the restart drains two streams through the first node's front (both get every token),
+    new requests get 503 with Retry-After meanwhile, then 200 from the new vLLM."""
+    first = node(FIRST)
+    url = "https://%s:8000" % node_address(first)
+    clients = []
+    t0, wall0 = time.monotonic(), time.time()
+    rc, out = play("--limit", _inv(FIRST), *GOOD_CHANGE, trigger="TASK [moeops.inference.vllm_service : Install the environment file",
+                   on_trigger=lambda: clients.append(drain_client(node(SECOND), url, generated_key, CA, 150)))
+    print("MEASURED good change run: %.0f s, rc %d" % (time.monotonic() - t0, rc))
+    assert rc == 0, out[-4000:]
+    assert "--max-num-seqs 64" in first.check_output("tr '\\0' ' ' < /proc/%d/cmdline" % main_pid(first))
+    assert clients, "the run never reached the unit's environment file: " + out[-2000:]
+    record = json.loads(clients[0].communicate(timeout=300)[0])
+    restart_at = sigterm_time(journal_since(first, wall0))
+    refused, first_ok_after = drain_report("good change", record, wall0, restart_at)
+    for stream in record["streams"]:
+        assert stream["status"] == 200 and stream["error"] is None, record
+        assert stream["tokens"] == STREAM_TOKENS and stream["done"], record
+        assert stream["last_token"] > restart_at  # it went on after the restart began
+    assert refused and all(p.get("retry_after") == "30" for p in refused), record["polls"]
+    assert refused[0]["t"] < max(s["last_token"] for s in record["streams"])  # refused while the old ones streamed
+    assert first_ok_after, record["polls"]
+
+
 def test_bad_change_rolls_back_first_node_and_stops_before_second_and_drains_through_the_front(generated_key):
     """A bad change rolled out one node at a time: the first node's vLLM restarts with it, fails, and is rolled back;
-    the second node is never touched. Meanwhile a long stream runs through the first node's front from the second
-    node: it ends with all its tokens (the restart drains it), new requests get 503 with Retry-After while vLLM
+    the second node is never touched. Meanwhile two long streams run through the first node's front from the second
+    node: they end with all their tokens (the restart drains them), new requests get 503 with Retry-After while vLLM
     restarts and rolls back, then 200 once the previous vLLM is healthy (the rollback path clears the drain)."""
     before = {n: state(node(n)) for n in NODES}
     first, second = node(FIRST), node(SECOND)
-    tokens = 160  # at 0.25 s a token (STANDIN_TOKEN_SECONDS): 40 s, started just before the restart
-    url = "https://%s:8000" % first.check_output(
-        "python3 -c \"import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
-        "s.connect(('10.255.255.255', 1)); print(s.getsockname()[0])\"")
+    url = "https://%s:8000" % node_address(first)
     clients = []
-
-    def start_stream():  # the new unit is in place; the restart is a few tasks away
-        clients.append(subprocess.Popen(["podman", "exec", second.backend.name, "python3",
-                                         "/usr/local/lib/moeops-test/drain_client.py", url, generated_key, CA, str(tokens),
-                                         "150"], stdout=subprocess.PIPE, text=True))
-
-    # A max_model_len beyond the model's positions: vLLM (and its stand-in) refuses to start.
+    # A max_model_len beyond the model's positions (2048): vLLM refuses to start.
     t0, wall0 = time.monotonic(), time.time()
-    rc, out = play("-e", "moeops_serial=1", "-e", "vllm_service_max_model_len=1048576",
-                   trigger="TASK [moeops.inference.vllm_service : Install the environment file", on_trigger=start_stream)
+    rc, out = play("-e", "moeops_serial=1", "-e", "vllm_service_max_model_len=1048576", *GOOD_CHANGE,
+                   trigger="TASK [moeops.inference.vllm_service : Install the environment file",
+                   on_trigger=lambda: clients.append(drain_client(second, url, generated_key, CA, 200)))
     print("MEASURED rollback run: %.0f s, rc %d" % (time.monotonic() - t0, rc))
     assert rc != 0
     assert "Rolled back: the previous unit and environment file are restored" in out, out[-4000:]
-    assert "greater than the derived max_model_len" in out  # the journal tail is in the failure
+    assert "greater than the derived max_model_len" in out  # vLLM's own refusal, from the journal tail
     # The first node serves as before: same unit and environment, a restarted old server, healthy.
     after = state(first)
     assert (after["unit"], after["env"]) == (before[FIRST]["unit"], before[FIRST]["env"])
     assert after["pid"] != before[FIRST]["pid"] and health(first, FIRST) == "200"
-    assert "--max-model-len 131072" in first.check_output("tr '\\0' ' ' < /proc/%d/cmdline" % after["pid"])
+    assert "--max-model-len 2048" in first.check_output("tr '\\0' ' ' < /proc/%d/cmdline" % after["pid"])
     assert first.file(KEY_FILE).content_string.strip() == generated_key  # kept across runs
     # serial 1: the first node's failure stopped the play; the second was never touched.
     assert state(second) == before[SECOND]
@@ -236,33 +335,16 @@ def test_bad_change_rolls_back_first_node_and_stops_before_second_and_drains_thr
 
     # The drain, through the front.
     assert clients, "the run never reached the unit's environment file: " + out[-2000:]
-    record = json.loads(clients[0].communicate(timeout=200)[0])
-    # The stand-in's journal: SIGTERM with the stream in flight, and nothing aborted.
-    journal = first.check_output("journalctl -u vllm --no-pager -o json --since @%d" % int(wall0))
-    lines = [json.loads(j) for j in journal.splitlines() if j.strip()]
-    sigterm = [j for j in lines if "STAND-IN SIGTERM" in j.get("MESSAGE", "")]
-    exits = [j for j in lines if "STAND-IN exits after" in j.get("MESSAGE", "")]
-    assert sigterm and exits, journal[-2000:]
-    restart_at = int(sigterm[0]["__REALTIME_TIMESTAMP"]) / 1e6
-    assert re.search(r"draining [1-9][0-9]* request", sigterm[0]["MESSAGE"]), sigterm[0]["MESSAGE"]
-    assert "0 request(s) aborted" in exits[0]["MESSAGE"], exits[0]["MESSAGE"]
-    polls = record["polls"]
-    refused = [p for p in polls if p["status"] == 503]
-    first_ok_after = [p for p in polls if p["status"] == 200 and refused and p["t"] > refused[-1]["t"]]
-    print("DRAIN stream start %.1f s, restart begins (SIGTERM) %.1f s, last token of the old request %.1f s, "
-          "first 503 %.1f s, last 503 %.1f s, first 200 after %.1f s (seconds after the deploy started); %d of %d tokens, "
-          "%d polls: %s" % (
-              record["stream_start"] - wall0, restart_at - wall0, (record["last_token"] or wall0) - wall0,
-              (refused[0]["t"] - wall0) if refused else -1, (refused[-1]["t"] - wall0) if refused else -1,
-              (first_ok_after[0]["t"] - wall0) if first_ok_after else -1, record["tokens"], tokens, len(polls),
-              " ".join(str(p["status"]) for p in polls)))
-    print("DRAIN " + exits[0]["MESSAGE"])
-    assert record["stream_status"] == 200 and record["stream_error"] is None, record
-    assert record["tokens"] == tokens and record["done"], record
-    assert record["last_token"] > restart_at  # the old request went on after the restart began
-    assert refused and all(p.get("retry_after") == "30" for p in refused), polls
-    assert refused[0]["t"] < record["last_token"]  # new requests were refused while the old one still streamed
-    assert first_ok_after, polls  # the rollback cleared the drain
+    record = json.loads(clients[0].communicate(timeout=300)[0])
+    restart_at = sigterm_time(journal_since(first, wall0))
+    refused, first_ok_after = drain_report("bad change, rolled back", record, wall0, restart_at)
+    for stream in record["streams"]:
+        assert stream["status"] == 200 and stream["error"] is None, record
+        assert stream["tokens"] == STREAM_TOKENS and stream["done"], record
+        assert stream["last_token"] > restart_at  # the old requests went on after the restart began
+    assert refused and all(p.get("retry_after") == "30" for p in refused), record["polls"]
+    assert refused[0]["t"] < max(s["last_token"] for s in record["streams"])
+    assert first_ok_after, record["polls"]  # the rollback cleared the drain
 
 
 def test_no_secret_in_any_captured_output(generated_key):
