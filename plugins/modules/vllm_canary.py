@@ -51,7 +51,7 @@ options:
     type: str
     default: ""
   chat_template_kwargs:
-    description: Passed to the chat template (for example C({enable_thinking: false})).
+    description: Passed to the chat template, for example C(enable_thinking=false) as a mapping.
     type: dict
     default: {}
   api_key:
