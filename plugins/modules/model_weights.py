@@ -217,6 +217,11 @@ config:
   description: The model's C(config.json) (empty when the directory is not complete).
   returned: always
   type: dict
+unchecked:
+  description: What check mode on a fresh node could not check for a local path (the service user's reading).
+  returned: when O(source=local) in check mode before the service user and the venv exist
+  type: str
+  version_added: 0.6.0
 """
 
 import json
@@ -375,7 +380,10 @@ def main():
         p["_uid"] = pwd.getpwnam(p["owner"]).pw_uid
         p["_gid"] = grp.getgrnam(p["group"]).gr_gid
     except KeyError as exc:
-        module.fail_json(msg="owner %s or group %s does not exist on the node: %s" % (p["owner"], p["group"], exc))
+        if not module.check_mode:
+            module.fail_json(msg="owner %s or group %s does not exist on the node: %s" % (p["owner"], p["group"], exc))
+        # Check mode on a fresh node: the vllm role creates the service user in the same run.
+        p.update(_home="/", _uid=None, _gid=None)
     if not os.path.isdir(p["_home"]):
         p["_home"] = "/"
     identity = mw.source_identity(p["source"], _location(p), p["revision"],
@@ -420,7 +428,12 @@ def main():
             state.update(state="done" if check["complete"] else "failed", finished=time.time())
             state_files.write_json(p["progress_file"], state, **JSON_FORMAT)
 
-    if p["source"] == "local" and check["complete"]:
+    if p["source"] == "local" and check["complete"] and module.check_mode and (
+            p["_uid"] is None or not os.path.exists(p["python"])):
+        # Check mode on a fresh node: neither the service user nor the venv that reads as it exists yet.
+        result["unchecked"] = "whether %s can read the files: the service user or %s does not exist yet" % (
+            p["owner"], p["python"])
+    elif p["source"] == "local" and check["complete"]:
         # Checked as root above; vLLM reads as the service user.
         done = _run_child(module, p, [p["python"], "-c", LOCAL_READ_PROGRAM], {"path": path})
         if done.get("unreadable"):
