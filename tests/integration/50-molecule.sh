@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Molecule: the real kimi_k25 play on Debian 12 and Debian 13 systemd podman
-# nodes (check-mode converge, converge, idempotence, testinfra verify).
+# Molecule: the deploy play on a Debian 12 node where vLLM's CPU build serves the tiny
+# test model and a Debian 13 node with vLLM 0.33.0 and Kimi-K2.5 (check-mode converge,
+# converge, idempotence, testinfra, serving, settings, NCCL sweep, models, P2P gate).
 # The nodes share one uv cache on this machine, so vLLM's wheels are
 # downloaded once per machine, not once per node.
 set -euo pipefail
