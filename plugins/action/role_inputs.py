@@ -10,7 +10,7 @@ from ansible.errors import AnsibleError, AnsibleUndefinedVariable
 from ansible.plugins.action import ActionBase
 from ansible.plugins.loader import lookup_loader
 from ansible_collections.moeops.inference.plugins.lookup.role_argument_spec import role_options
-from ansible_collections.moeops.inference.plugins.module_utils import role_inputs
+from ansible_collections.moeops.inference.plugins.module_utils._common import role_inputs
 
 
 class ActionModule(ActionBase):

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.moeops.inference.plugins.module_utils import model_profile
+from ansible_collections.moeops.inference.plugins.module_utils._policy import model_profile
 
 
 def _profile(profile):

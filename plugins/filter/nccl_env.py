@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.moeops.inference.plugins.module_utils import nccl_policy
+from ansible_collections.moeops.inference.plugins.module_utils._policy import nccl_policy
 
 
 def _facts(facts):

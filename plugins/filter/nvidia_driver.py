@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.moeops.inference.plugins.module_utils import nvidia_driver as _driver
+from ansible_collections.moeops.inference.plugins.module_utils._roles import nvidia_driver as _driver
 
 
 def nvidia_driver_plan(facts, gpu_facts, branch, source, cuda_repo_url="", cuda_keyring_url=""):

@@ -6,7 +6,8 @@
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.moeops.inference.plugins.module_utils import nccl_policy, ray_version
+from ansible_collections.moeops.inference.plugins.module_utils._policy import nccl_policy
+from ansible_collections.moeops.inference.plugins.module_utils._policy import ray_version
 
 
 def nccl_network_env(facts, socket_ifname="", ib_hca="", address_interface="", explain=False):

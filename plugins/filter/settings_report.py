@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.moeops.inference.plugins.module_utils import vllm_settings
+from ansible_collections.moeops.inference.plugins.module_utils._policy import settings as vllm_settings
 
 
 def settings_report(desired, deployed, gpu_facts=None, host=""):

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.moeops.inference.plugins.module_utils import systemd_unit
+from ansible_collections.moeops.inference.plugins.module_utils._common import systemd_unit
 
 
 def systemd_escape(value, exec_arg=False, quote=False):

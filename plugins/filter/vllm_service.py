@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.moeops.inference.plugins.module_utils import vllm_service_plan as _plan
+from ansible_collections.moeops.inference.plugins.module_utils._roles import vllm_service as _plan
 
 
 def vllm_service_plan(inputs):

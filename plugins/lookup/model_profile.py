@@ -70,7 +70,7 @@ import os
 
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
-from ansible_collections.moeops.inference.plugins.module_utils import model_profile
+from ansible_collections.moeops.inference.plugins.module_utils._policy import model_profile
 
 # The collection's root: plugins/lookup/<this file> is three levels below it, in a checkout and installed alike.
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

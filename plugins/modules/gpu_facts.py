@@ -283,9 +283,9 @@ import time
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology as topo
-from ansible_collections.moeops.inference.plugins.module_utils import pcie_host
-from ansible_collections.moeops.inference.plugins.module_utils import state_files
+from ansible_collections.moeops.inference.plugins.module_utils._facts import gpu_topology as topo
+from ansible_collections.moeops.inference.plugins.module_utils._facts import pcie_host
+from ansible_collections.moeops.inference.plugins.module_utils._common import state_files
 
 # nvidia-ml-py is optional (backend=auto falls back to nvidia-smi): imported the way ansible-core's own modules
 # import optional libraries, so the module loads without it and names it only where NVML is asked for.

@@ -232,10 +232,10 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
-from ansible_collections.moeops.inference.plugins.module_utils import model_weights as mw
-from ansible_collections.moeops.inference.plugins.module_utils.model_weights_fetch import (
+from ansible_collections.moeops.inference.plugins.module_utils._weights import model_weights as mw
+from ansible_collections.moeops.inference.plugins.module_utils._weights.fetch import (
     HF_FETCH_PROGRAM, HTTP_FETCH_PROGRAM, LOCAL_READ_PROGRAM)
-from ansible_collections.moeops.inference.plugins.module_utils import state_files
+from ansible_collections.moeops.inference.plugins.module_utils._common import state_files
 
 SOURCE_SIZES = {"hf": "hub tree listing", "http": "mirror manifest (" + mw.MIRROR_MANIFEST_NAME + ")",
                 "rsync": "rsync --list-only", "local": "safetensors headers and index only"}

@@ -98,8 +98,8 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.moeops.inference.plugins.module_utils import model_weights as mw
-from ansible_collections.moeops.inference.plugins.module_utils import state_files
+from ansible_collections.moeops.inference.plugins.module_utils._weights import model_weights as mw
+from ansible_collections.moeops.inference.plugins.module_utils._common import state_files
 
 FINAL_STATES = ("done", "failed")
 

@@ -254,9 +254,9 @@ import socket
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.moeops.inference.plugins.module_utils import nccl_policy
-from ansible_collections.moeops.inference.plugins.module_utils import nccl_tune as tune
-from ansible_collections.moeops.inference.plugins.module_utils import state_files
+from ansible_collections.moeops.inference.plugins.module_utils._policy import nccl_policy
+from ansible_collections.moeops.inference.plugins.module_utils._nccl import tune
+from ansible_collections.moeops.inference.plugins.module_utils._common import state_files
 
 
 def launch(module, python, script, spec):

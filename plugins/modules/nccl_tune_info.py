@@ -94,8 +94,8 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.moeops.inference.plugins.module_utils import nccl_tune as tune
-from ansible_collections.moeops.inference.plugins.module_utils import state_files
+from ansible_collections.moeops.inference.plugins.module_utils._nccl import tune
+from ansible_collections.moeops.inference.plugins.module_utils._common import state_files
 
 
 def probe_nccl_version(module, python):

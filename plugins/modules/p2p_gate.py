@@ -131,9 +131,9 @@ import pwd
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.moeops.inference.plugins.module_utils import nccl_tune as tune
-from ansible_collections.moeops.inference.plugins.module_utils import p2p_gate as gate
-from ansible_collections.moeops.inference.plugins.module_utils import state_files
+from ansible_collections.moeops.inference.plugins.module_utils._nccl import tune
+from ansible_collections.moeops.inference.plugins.module_utils._nccl import p2p_gate as gate
+from ansible_collections.moeops.inference.plugins.module_utils._common import state_files
 
 
 def run_step(module, argv, spec):

@@ -196,7 +196,7 @@ checked:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.moeops.inference.plugins.module_utils import preflight
+from ansible_collections.moeops.inference.plugins.module_utils._roles import preflight
 
 
 def group_variables(specs, variables):

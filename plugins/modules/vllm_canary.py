@@ -136,7 +136,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
-from ansible_collections.moeops.inference.plugins.module_utils import _canary
+from ansible_collections.moeops.inference.plugins.module_utils._policy import canary as _canary
 
 
 def main():

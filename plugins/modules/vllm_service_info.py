@@ -175,9 +175,9 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
-from ansible_collections.moeops.inference.plugins.module_utils import api_front
-from ansible_collections.moeops.inference.plugins.module_utils import state_files
-from ansible_collections.moeops.inference.plugins.module_utils import vllm_settings as vs
+from ansible_collections.moeops.inference.plugins.module_utils._policy import api_front
+from ansible_collections.moeops.inference.plugins.module_utils._common import state_files
+from ansible_collections.moeops.inference.plugins.module_utils._policy import settings as vs
 
 SHOW_PROPS = ("LoadState", "ActiveState", "SubState", "Result", "NRestarts", "UnitFileState", "ActiveEnterTimestamp",
               "FragmentPath", "DropInPaths", "NeedDaemonReload", "MainPID", "Environment", "ExecStart", "EnvironmentFiles")

@@ -61,7 +61,7 @@ python3 - >> "$OUT/timings.txt" <<'PY'
 import subprocess, sys, time
 sys.path.insert(0, "/tmp/ac")
 import pynvml
-from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology as t
+from ansible_collections.moeops.inference.plugins.module_utils._facts import gpu_topology as t
 for _ in range(5):
     s = time.perf_counter(); pynvml.nvmlInit(); t.read_nvml(pynvml); pynvml.nvmlShutdown(); e = time.perf_counter()
     print("inproc_nvml", e - s)

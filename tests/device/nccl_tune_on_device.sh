@@ -20,7 +20,7 @@ spec='{"backend":"nccl","device":"cuda","dtype":"bfloat16","inner":10,"warmup":5
 "sizes":[{"name":"decode-1","elements":7168,"bytes":14336},{"name":"decode-128","elements":917504,"bytes":1835008},
 {"name":"prefill-8192","elements":58720256,"bytes":117440512}]}'
 RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29533 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING \
-  python3 plugins/module_utils/nccl_tune_rank.py "$spec" > "$OUT/rank-direct.stdout" 2> "$OUT/rank-direct.stderr"
+  python3 plugins/module_utils/_nccl/rank.py "$spec" > "$OUT/rank-direct.stdout" 2> "$OUT/rank-direct.stderr"
 grep '^NCCL_TUNE' "$OUT/rank-direct.stdout"
 grep -c ' NCCL ' "$OUT/rank-direct.stderr" || true
 

@@ -16,16 +16,16 @@ nvidia-smi -L > "$OUT/nvidia-smi-L.txt"
 # 2. The launcher alone, one NCCL rank, the gate's own all-reduce spec (Kimi-K2.5: hidden 7168, bf16).
 spec=$(PYTHONPATH=/tmp/ac:$PYTHONPATH python3 -c '
 import json
-from ansible_collections.moeops.inference.plugins.module_utils import p2p_gate
+from ansible_collections.moeops.inference.plugins.module_utils._nccl import p2p_gate
 steps = p2p_gate.steps(2, 7168, "bfloat16", "nccl", 120, {"NCCL_P2P_LEVEL": "SYS", "NCCL_PROTO": "LL", "NCCL_ALGO": "Ring"})
 spec = dict(steps[1], world_size=1)
 print(json.dumps(spec))')
 start=$EPOCHREALTIME
-python3 plugins/module_utils/nccl_tune_rank.py --launch "$spec" > "$OUT/allreduce-1rank.stdout"
+python3 plugins/module_utils/_nccl/rank.py --launch "$spec" > "$OUT/allreduce-1rank.stdout"
 echo "all-reduce step, 1 NCCL rank: $(awk "BEGIN {print $EPOCHREALTIME - $start}") s" | tee "$OUT/timings.txt"
 grep -o '"failure": "[^"]*"' "$OUT/allreduce-1rank.stdout" | head -1
 copy=$(echo "$spec" | python3 -c 'import json,sys; s=json.load(sys.stdin); s.update(step="copy", copy_bytes=64<<20); print(json.dumps(s))')
-python3 plugins/module_utils/nccl_tune_rank.py --launch "$copy" > "$OUT/copy-1gpu.stdout"
+python3 plugins/module_utils/_nccl/rank.py --launch "$copy" > "$OUT/copy-1gpu.stdout"
 
 # 1 and 3. The module, through Ansible.
 cat > /tmp/gate.yml <<YML

@@ -148,7 +148,8 @@ def seed_host_facts(tmp_path):
     """The seed snapshot's GPU facts with the host section read from its CONSTRUCTED PCIe tree
     (tests/fixtures/host/constructed/rtxpro6000-x8-2numa-as-shipped.spec.json, built with capture.py)."""
     import importlib.util
-    from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology, pcie_host
+    from ansible_collections.moeops.inference.plugins.module_utils._facts import gpu_topology
+    from ansible_collections.moeops.inference.plugins.module_utils._facts import pcie_host
     here = os.path.join(os.path.dirname(FIXTURES), "host")
     spec = importlib.util.spec_from_file_location("moeops_host_capture_conftest", os.path.join(here, "capture.py"))
     capture = importlib.util.module_from_spec(spec)

@@ -13,7 +13,7 @@ import shutil
 import pytest
 import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from ansible_collections.moeops.inference.plugins.module_utils import vllm_settings
+from ansible_collections.moeops.inference.plugins.module_utils._policy import settings as vllm_settings
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 ROLES = sorted(os.path.basename(os.path.dirname(os.path.dirname(p)))

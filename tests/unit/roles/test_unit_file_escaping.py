@@ -12,9 +12,9 @@ import pytest
 import role_templating
 
 from ansible.errors import AnsibleError
-from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology as topo
-from ansible_collections.moeops.inference.plugins.module_utils import systemd_unit
-from ansible_collections.moeops.inference.plugins.module_utils import vllm_service_plan as vsp
+from ansible_collections.moeops.inference.plugins.module_utils._facts import gpu_topology as topo
+from ansible_collections.moeops.inference.plugins.module_utils._common import systemd_unit
+from ansible_collections.moeops.inference.plugins.module_utils._roles import vllm_service as vsp
 
 TEMPLATE = os.path.join(role_templating.ROLES, "vllm_service", "templates", "vllm.service.j2")
 PROFILE = {"name": "tiny", "source": "example-org/tiny", "served_name": "tiny 100%", "max_model_len": 4096,

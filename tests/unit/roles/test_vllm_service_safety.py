@@ -9,8 +9,8 @@ import os
 
 import role_templating
 
-from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology as topo
-from ansible_collections.moeops.inference.plugins.module_utils import vllm_service_plan as vsp
+from ansible_collections.moeops.inference.plugins.module_utils._facts import gpu_topology as topo
+from ansible_collections.moeops.inference.plugins.module_utils._roles import vllm_service as vsp
 
 TEMPLATE = os.path.join(role_templating.ROLES, "vllm_service", "templates", "vllm.env.j2")
 PROFILE = {"name": "kimi-k2.5-int4", "source": "moonshotai/Kimi-K2.5", "served_name": "kimi-k2.5",

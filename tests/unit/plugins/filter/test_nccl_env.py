@@ -5,7 +5,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.moeops.inference.plugins.filter.nccl_env import FilterModule
-from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology as topo
+from ansible_collections.moeops.inference.plugins.module_utils._facts import gpu_topology as topo
 from conftest import load_json
 
 FILTERS = FilterModule().filters()
@@ -39,7 +39,7 @@ def test_layout_filter():
 
 
 def test_filter_takes_a_tuning_result():
-    from ansible_collections.moeops.inference.plugins.module_utils import nccl_tune as tune
+    from ansible_collections.moeops.inference.plugins.module_utils._nccl import tune
 
     f = seed()
     doc = {"schema_version": 1, "fingerprint": "0123456789abcdef", "host": "lab", "measured_at": "now",

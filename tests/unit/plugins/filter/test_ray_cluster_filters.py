@@ -5,7 +5,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.moeops.inference.plugins.filter import ray_cluster as f
-from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology as topo
+from ansible_collections.moeops.inference.plugins.module_utils._facts import gpu_topology as topo
 from conftest import net_tree
 
 # Captured on the CI/dev VM (see tests/unit/plugins/module_utils/test_network_policy.py).

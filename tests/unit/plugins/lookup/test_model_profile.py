@@ -15,7 +15,7 @@ from ansible.plugins.loader import lookup_loader
 from ansible.template import Templar, trust_as_template
 
 from ansible_collections.moeops.inference.plugins.lookup import model_profile as plugin
-from ansible_collections.moeops.inference.plugins.module_utils import model_profile as mp
+from ansible_collections.moeops.inference.plugins.module_utils._policy import model_profile as mp
 from conftest import PROFILES, REPO, shipped_profile
 
 SHIPPED = ["glm5", "kimi_k25", "minimax_m25"]

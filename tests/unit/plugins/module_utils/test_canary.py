@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.moeops.inference.plugins.module_utils import _canary as canary
+from ansible_collections.moeops.inference.plugins.module_utils._policy import canary
 
 
 def answer(text, ids=None, finish="stop"):

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology as topo
+from ansible_collections.moeops.inference.plugins.module_utils._facts import gpu_topology as topo
 from conftest import FIXTURES, constructed_names, load_json
 import nvml_double
 

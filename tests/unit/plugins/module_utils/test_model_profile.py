@@ -11,8 +11,8 @@ import re
 import pytest
 import yaml
 
-from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology as topo
-from ansible_collections.moeops.inference.plugins.module_utils import model_profile as mp
+from ansible_collections.moeops.inference.plugins.module_utils._facts import gpu_topology as topo
+from ansible_collections.moeops.inference.plugins.module_utils._policy import model_profile as mp
 from conftest import PROFILES, load_json
 from conftest import shipped_profile as profile
 
@@ -329,7 +329,7 @@ def test_load_profile_unreadable_file(tmp_path, refuse_open):
 
 
 def test_a_canary_is_checked_key_by_key():
-    from ansible_collections.moeops.inference.plugins.module_utils import model_profile as mp
+    from ansible_collections.moeops.inference.plugins.module_utils._policy import model_profile as mp
     base = dict(profile("kimi_k25"))
     assert mp.validate_profile(dict(base, canary={"prompt": "q", "max_tokens": 8, "expect": r"\b42\b"})) == []
     problems = mp.validate_profile(dict(base, canary={"max_tokens": 0, "expect": "(", "extra": 1}))

@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from ansible_collections.moeops.inference.plugins.module_utils import model_weights as mw
+from ansible_collections.moeops.inference.plugins.module_utils._weights import model_weights as mw
 
 _MAKER = os.path.join(os.path.dirname(__file__), "..", "..", "..", "integration", "model_weights", "make_tiny_model.py")
 

@@ -6,10 +6,10 @@ import os
 
 import pytest
 
-from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology as topo
-from ansible_collections.moeops.inference.plugins.module_utils import nccl_policy
-from ansible_collections.moeops.inference.plugins.module_utils import nccl_tune as tune
-from ansible_collections.moeops.inference.plugins.module_utils import nccl_tune_rank
+from ansible_collections.moeops.inference.plugins.module_utils._facts import gpu_topology as topo
+from ansible_collections.moeops.inference.plugins.module_utils._policy import nccl_policy
+from ansible_collections.moeops.inference.plugins.module_utils._nccl import tune
+from ansible_collections.moeops.inference.plugins.module_utils._nccl import rank as nccl_tune_rank
 from conftest import FIXTURES, load_json
 
 

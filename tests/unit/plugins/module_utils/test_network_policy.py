@@ -8,9 +8,9 @@ import os
 import pytest
 from conftest import load_json, net_tree
 
-from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology as topo
-from ansible_collections.moeops.inference.plugins.module_utils import nccl_policy as policy
-from ansible_collections.moeops.inference.plugins.module_utils import ray_version
+from ansible_collections.moeops.inference.plugins.module_utils._facts import gpu_topology as topo
+from ansible_collections.moeops.inference.plugins.module_utils._policy import nccl_policy as policy
+from ansible_collections.moeops.inference.plugins.module_utils._policy import ray_version
 
 NET = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))),
                    "fixtures", "net")

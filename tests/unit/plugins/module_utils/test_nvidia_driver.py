@@ -15,8 +15,8 @@ import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.moeops.inference.plugins.filter.nvidia_driver import FilterModule
-from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology as topo
-from ansible_collections.moeops.inference.plugins.module_utils import nvidia_driver as nd
+from ansible_collections.moeops.inference.plugins.module_utils._facts import gpu_topology as topo
+from ansible_collections.moeops.inference.plugins.module_utils._roles import nvidia_driver as nd
 from conftest import REPO, load_json
 
 UBUNTU_NOBLE = {"distribution": "Ubuntu", "distribution_version": "24.04", "distribution_major_version": "24",

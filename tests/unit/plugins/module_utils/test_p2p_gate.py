@@ -9,8 +9,8 @@ import json
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.moeops.inference.plugins.module_utils import nccl_tune_rank
-from ansible_collections.moeops.inference.plugins.module_utils import p2p_gate as gate
+from ansible_collections.moeops.inference.plugins.module_utils._nccl import rank as nccl_tune_rank
+from ansible_collections.moeops.inference.plugins.module_utils._nccl import p2p_gate as gate
 from ansible_collections.moeops.inference.plugins.modules import p2p_gate as module
 from conftest import ExitJson, FailJson
 

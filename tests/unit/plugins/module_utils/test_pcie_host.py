@@ -15,7 +15,7 @@ import os
 import pytest
 from conftest import load_json
 
-from ansible_collections.moeops.inference.plugins.module_utils import pcie_host as ph
+from ansible_collections.moeops.inference.plugins.module_utils._facts import pcie_host as ph
 
 TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 HOST_FIXTURES = os.path.join(TESTS, "fixtures", "host")

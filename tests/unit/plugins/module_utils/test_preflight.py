@@ -16,9 +16,9 @@ from ansible.module_utils.testing import patch_module_args
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
 
-from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology as topo
-from ansible_collections.moeops.inference.plugins.module_utils import preflight as pf
-from ansible_collections.moeops.inference.plugins.module_utils import role_inputs
+from ansible_collections.moeops.inference.plugins.module_utils._facts import gpu_topology as topo
+from ansible_collections.moeops.inference.plugins.module_utils._roles import preflight as pf
+from ansible_collections.moeops.inference.plugins.module_utils._common import role_inputs
 from ansible_collections.moeops.inference.plugins.modules import preflight as preflight_module
 from conftest import SPEC_ROLES as ROLES
 from conftest import ExitJson, FailJson

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology as topo
-from ansible_collections.moeops.inference.plugins.module_utils import preflight as pf
+from ansible_collections.moeops.inference.plugins.module_utils._facts import gpu_topology as topo
+from ansible_collections.moeops.inference.plugins.module_utils._roles import preflight as pf
 from conftest import load_json, shipped_profile
 
 UBUNTU2404 = {"distribution": "Ubuntu", "version": "24.04", "major_version": "24", "os_family": "Debian"}

@@ -8,7 +8,7 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.moeops.inference.plugins.module_utils import role_inputs as ri
+from ansible_collections.moeops.inference.plugins.module_utils._common import role_inputs as ri
 from conftest import role_spec as spec
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..")

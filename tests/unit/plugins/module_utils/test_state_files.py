@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from ansible_collections.moeops.inference.plugins.module_utils import state_files as sf
+from ansible_collections.moeops.inference.plugins.module_utils._common import state_files as sf
 
 DOC = {"b": [1, 2.5, None], "a": {"z": "ü", "y": True}}
 

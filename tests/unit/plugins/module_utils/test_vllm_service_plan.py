@@ -19,9 +19,9 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.moeops.inference.plugins.filter.model_profile import FilterModule as ProfileFilters
 from ansible_collections.moeops.inference.plugins.filter.vllm_service import FilterModule
-from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology as topo
-from ansible_collections.moeops.inference.plugins.module_utils import vllm_service_plan as vsp
-from ansible_collections.moeops.inference.plugins.module_utils.vllm_settings import serve_settings
+from ansible_collections.moeops.inference.plugins.module_utils._facts import gpu_topology as topo
+from ansible_collections.moeops.inference.plugins.module_utils._roles import vllm_service as vsp
+from ansible_collections.moeops.inference.plugins.module_utils._policy.settings import serve_settings
 from conftest import FIXTURES, REPO, load_json, role_spec, shipped_profile
 
 # The role's own hardening defaults (plain YAML, no templating in them).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.moeops.inference.plugins.module_utils import vllm_settings as vs
+from ansible_collections.moeops.inference.plugins.module_utils._policy import settings as vs
 
 # The shape vllm.service.j2 renders: comments, shlex-quoted Environment= lines, an
 # ExecStart= over continuation lines with a comment inside the continuation.
@@ -277,7 +277,7 @@ def test_report_failed_service_is_a_problem():
 
 
 def _front(**over):
-    from ansible_collections.moeops.inference.plugins.module_utils import api_front
+    from ansible_collections.moeops.inference.plugins.module_utils._policy import api_front
     return api_front.front("vllm", over.pop("host", "0.0.0.0"), 8000, 8001, list(api_front.DEFAULT_ROUTES), ["10.0.0.0/8"],
                            "", "", 3600, 30, 131072)
 

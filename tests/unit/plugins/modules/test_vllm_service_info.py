@@ -12,7 +12,7 @@ import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.moeops.inference.plugins.module_utils import vllm_settings as vs
+from ansible_collections.moeops.inference.plugins.module_utils._policy import settings as vs
 from ansible_collections.moeops.inference.plugins.modules import vllm_service_info
 from conftest import ExitJson, FailJson
 

@@ -26,8 +26,8 @@ import hashlib
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ansible_collections.moeops.inference.plugins.module_utils import api_front
-from ansible_collections.moeops.inference.plugins.module_utils import pcie_host
+from ansible_collections.moeops.inference.plugins.module_utils._policy import api_front
+from ansible_collections.moeops.inference.plugins.module_utils._facts import pcie_host
 
 # Values of these variables and arguments are never shown: only whether they are set.
 SECRET_NAME_RE = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|CREDENTIAL)", re.IGNORECASE)

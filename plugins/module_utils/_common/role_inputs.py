@@ -24,7 +24,7 @@ import re
 from typing import Any, Callable, Dict, List, Mapping, Tuple
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from ansible_collections.moeops.inference.plugins.module_utils import api_front
+from ansible_collections.moeops.inference.plugins.module_utils._policy import api_front
 
 # systemd splits a unit file into lines before it reads quotes, so one of these in any value that reaches a
 # unit, an env file, a path or an account starts a directive of the caller's choosing (ExecStartPre=...).

@@ -24,7 +24,7 @@ import os
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ansible_collections.moeops.inference.plugins.module_utils import systemd_unit
+from ansible_collections.moeops.inference.plugins.module_utils._common import systemd_unit
 
 # vLLM's --kv-cache-dtype choices (vllm/config/cache.py CacheDType) that a profile may ask for.
 KV_CACHE_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla")

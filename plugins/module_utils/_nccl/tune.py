@@ -29,7 +29,7 @@ import statistics
 import tempfile
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from ansible_collections.moeops.inference.plugins.module_utils import nccl_tune_rank
+from ansible_collections.moeops.inference.plugins.module_utils._nccl import rank as nccl_tune_rank
 
 RESULT_SCHEMA_VERSION = 1
 # Every line the rank script prints for the module starts with this.

@@ -21,8 +21,11 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology, model_profile, pcie_host, role_inputs
-from ansible_collections.moeops.inference.plugins.module_utils.nccl_policy import p2p_level
+from ansible_collections.moeops.inference.plugins.module_utils._facts import gpu_topology
+from ansible_collections.moeops.inference.plugins.module_utils._policy import model_profile
+from ansible_collections.moeops.inference.plugins.module_utils._facts import pcie_host
+from ansible_collections.moeops.inference.plugins.module_utils._common import role_inputs
+from ansible_collections.moeops.inference.plugins.module_utils._policy.nccl_policy import p2p_level
 
 Result = Dict[str, List[str]]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from ansible_collections.moeops.inference.plugins.module_utils import pcie_host
+from ansible_collections.moeops.inference.plugins.module_utils._facts import pcie_host
 
 DTYPES = {"bfloat16": 2, "float16": 2, "float32": 4}
 ONE_MIB = 1 << 20

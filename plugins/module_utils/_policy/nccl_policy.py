@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional
 
-from ansible_collections.moeops.inference.plugins.module_utils.gpu_topology import excluded_ifname, path_class, path_rank
-from ansible_collections.moeops.inference.plugins.module_utils.nccl_tune import (
+from ansible_collections.moeops.inference.plugins.module_utils._facts.gpu_topology import excluded_ifname, path_class, path_rank
+from ansible_collections.moeops.inference.plugins.module_utils._nccl.tune import (
     document_problems,
     topology_fingerprint,
     tuning_summary,

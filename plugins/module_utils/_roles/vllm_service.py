@@ -22,11 +22,11 @@ import math
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ansible_collections.moeops.inference.plugins.module_utils import api_front
-from ansible_collections.moeops.inference.plugins.module_utils import gpu_topology
-from ansible_collections.moeops.inference.plugins.module_utils import model_profile
-from ansible_collections.moeops.inference.plugins.module_utils import nccl_policy
-from ansible_collections.moeops.inference.plugins.module_utils.vllm_settings import serve_settings
+from ansible_collections.moeops.inference.plugins.module_utils._policy import api_front
+from ansible_collections.moeops.inference.plugins.module_utils._facts import gpu_topology
+from ansible_collections.moeops.inference.plugins.module_utils._policy import model_profile
+from ansible_collections.moeops.inference.plugins.module_utils._policy import nccl_policy
+from ansible_collections.moeops.inference.plugins.module_utils._policy.settings import serve_settings
 
 # key of `inputs`: (the role variable it comes from, required).  Optional keys default to "nothing"
 # (None, '', [], {} or 1 pipeline stage); every other default lives in the role's defaults/main.yml.

@@ -1,0 +1,278 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, moeops.inference contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The rules every role's inputs follow, and the shared names' rules. Private to the collection.
+
+Applied by each role's plan (the role_plan action) to the value the role will really use, as Ansible templated it:
+- generic rules, derived from each option's meta/argument_specs.yml entry, so that an option added later is
+  covered without anyone remembering: the spec's own type check and conversion (`-e x=false` is the string
+  "false", which Jinja takes as true: the roles use the converted value), no line break in any string, strict
+  integers and booleans, lists and dicts not given as strings, paths absolute, normalised and without whitespace,
+  TCP ports;
+- names: a variable with the role's prefix that is no option (a typo: warned, with a "did you mean"), and a name
+  removed from the collection (refused, naming its replacement);
+- the rules of the names several roles share (vllm_user, vllm_group), and small checks the roles' own modules
+  use (_roles/<role>.py): accounts, hosts, number ranges, environment mappings.
+Every message names the variable (and the place in it) and what is allowed; never a secret.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import json
+import posixpath
+import re
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
+
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+# systemd splits a unit file into lines before it reads quotes, so one of these in any value that reaches a
+# unit, an env file, a path or an account starts a directive of the caller's choosing (ExecStartPre=...).
+LINE_BREAKERS = {"\n": "a newline (\\n)", "\r": "a carriage return (\\r)", "\0": "a NUL byte"}
+# Debian's adduser NAME_REGEX (also what useradd accepts on Ubuntu), without the trailing $ of machine accounts.
+ACCOUNT_NAME = re.compile(r"^[a-z][-a-z0-9_]{0,31}$")
+PINNED_PACKAGE = re.compile(r"^[A-Za-z0-9_.-]+(\[[A-Za-z0-9_,.-]+\])?==[^=\s]+$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+INTEGER = re.compile(r"^[+-]?[0-9]+$")
+# Names of environment variables that carry secrets: they belong in the root-only env file, through the
+# dedicated variables, never in a 0644 unit.
+SECRET_ENV_NAME = re.compile(r"(_TOKEN|_KEY|_SECRET)$|PASSWORD|^HF_TOKEN$|^VLLM_API_KEY$", re.IGNORECASE)
+SECRET_HINT = "set secrets with vllm_service_hf_token or vllm_service_api_key (they go to the root-only env file)"
+# systemd rejects a time span this long, and a number of seconds above it is not a timeout anyone means.
+SYSTEMD_MAX_SECONDS = 2 ** 32 // 1000  # about 49 days
+
+Problems = List[str]
+
+
+# --- generic rules, from the argument specs -----------------------------------------------------------
+
+def line_safety_problems(name: str, value: Any) -> Problems:
+    """Every string in `value` (a dict's keys and values, a list's items, at any depth) that holds a line
+    breaker, each named by its place under `name`: e.g. "vllm_service_nccl_overrides.NCCL_PROTO contains
+    a newline (\\n)". The value itself is not printed (it may be a secret, and it is the broken part)."""
+    if isinstance(value, str):
+        found = [what for char, what in LINE_BREAKERS.items() if char in value]
+        return ["%s contains %s: no value may span lines (systemd reads each line as a directive)"
+                % (name, " and ".join(found))] if found else []
+    problems: Problems = []
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            where = "%s.%s" % (name, key)
+            if isinstance(key, str) and any(char in key for char in LINE_BREAKERS):
+                where = "%s key %r" % (name, key)
+                problems.extend(line_safety_problems(where, key))
+            problems.extend(line_safety_problems(where, item))
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            problems.extend(line_safety_problems("%s[%d]" % (name, index), item))
+    return problems
+
+
+def _shown(value: Any) -> str:
+    return json.dumps(value) if isinstance(value, (bool, type(None))) else repr(value)
+
+
+def type_problems(name: str, opt: Mapping[str, Any], raw: Any) -> Problems:
+    """What the spec's own conversion would let through, or turn into something else: a boolean taken as
+    1, `1e4` as a number, a string split into characters, a relative or `~` path made absolute."""
+    kind = opt.get("type", "str")
+    if kind in ("int", "float") and isinstance(raw, bool):
+        return ["%s must be a number, got the boolean %s" % (name, _shown(raw))]
+    if kind == "int" and isinstance(raw, str) and not INTEGER.match(raw.strip()):
+        return ["%s must be a whole number, got %r" % (name, raw)]
+    if kind == "int" and isinstance(raw, float) and not raw.is_integer():
+        return ["%s must be a whole number, got %r" % (name, raw)]
+    if kind == "bool" and not isinstance(raw, bool) and str(raw).lower() not in ("true", "false", "yes", "no"):
+        return ["%s must be true or false, got %r" % (name, raw)]
+    if kind in ("list", "dict") and isinstance(raw, str):
+        example = '["..."]' if kind == "list" else '{"KEY": "value"}'
+        return ["%s must be a %s, got the string %r; from the command line pass JSON: -e '{\"%s\": %s}'"
+                % (name, kind, raw, name, example)]
+    if kind == "path" and isinstance(raw, str) and not (raw == "" and opt.get("default") == ""):
+        if not raw.startswith("/"):
+            return ["%s must be an absolute path, got %r" % (name, raw)]
+        if re.search(r"\s", raw):
+            # systemd splits ReadWritePaths=, StateDirectory= and the like on whitespace: one path would become two.
+            return ["%s must be an absolute path without whitespace (systemd reads path lists split on spaces), got %r"
+                    % (name, raw)]
+        bare = raw.rstrip("/") or "/"  # a trailing slash names the same directory
+        if posixpath.normpath(bare) != bare or bare.startswith("//"):
+            return ["%s must be a normalised absolute path (no '..', '.' or '//'), got %r; use %r"
+                    % (name, raw, posixpath.normpath(bare))]
+    if name.endswith("_port") and kind == "int" and not isinstance(raw, bool):
+        try:
+            port = int(str(raw).strip())
+        except ValueError:
+            return []  # the spec's conversion names it
+        if not 1 <= port <= 65535:
+            return ["%s must be a TCP port in 1-65535, got %r" % (name, raw)]
+    return []
+
+
+def generic_problems(spec: Mapping[str, Any], values: Mapping[str, Any]) -> Tuple[Problems, Dict[str, Any]]:
+    """The spec's own validation plus the rules above, for the options set in `values`; and the
+    validated values (the spec's conversions applied) for the semantic checks."""
+    result = ArgumentSpecValidator(dict(spec)).validate(dict(values))
+    broken = {name: line_safety_problems(name, raw) for name, raw in values.items()}
+
+    def names(message: str, name: str) -> bool:
+        return "'%s'" % name in message or " %s " % name in message
+
+    # A value that spans lines gets that one message: the spec's own (a choice's "got: ...") would echo it.
+    problems = [str(m) for m in result.error_messages if not any(broken[n] and names(str(m), n) for n in values)]
+    for name in sorted(values):
+        raw = values[name]
+        problems.extend(broken[name])
+        named = broken[name] or any(names(m, name) for m in result.error_messages)
+        if raw is not None and not named:  # one message per mistake: the spec's own, when it has one
+            problems.extend(type_problems(name, spec[name], raw))
+    return problems, dict(result.validated_parameters)
+
+
+# --- semantic checks, one per role ----------------------------------------------------------------
+
+def account(name: str, value: Any) -> Problems:
+    if not isinstance(value, str):
+        return []
+    if value in ("root", "0") or not ACCOUNT_NAME.match(value):
+        return ["%s must be an unprivileged account name (lower case, starting with a letter, as adduser allows; "
+                "not root), got %r" % (name, value)]
+    return []
+
+
+def number_in(name: str, value: Any, low: float, high: float, low_open: bool = True, what: str = "") -> Problems:
+    if value is None or isinstance(value, bool):
+        return []
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return []  # the spec's conversion names it
+    if (number <= low if low_open else number < low) or number > high:
+        return ["%s must be %s, got %r" % (name, what, value)]
+    return []
+
+
+def env_mapping(name: str, value: Any, allow_null: bool) -> Problems:
+    """Keys are environment variable names, values strings (null removes an override where allowed), and
+    no secret rides in a 0644 unit."""
+    if not isinstance(value, Mapping):
+        return []
+    problems: Problems = []
+    for var, val in sorted(value.items(), key=lambda kv: str(kv[0])):
+        if not isinstance(var, str) or not ENV_NAME.match(var):
+            problems.append("%s key %r is not an environment variable name" % (name, var))
+            continue
+        if SECRET_ENV_NAME.search(var):
+            problems.append("%s.%s looks like a secret and would be written to the world-readable unit: %s"
+                            % (name, var, SECRET_HINT))
+        if val is None and allow_null:
+            continue
+        if not isinstance(val, str):
+            problems.append("%s.%s must be a string (quote it in YAML: \"%s\")%s, got %s %r"
+                            % (name, var, json.dumps(val).lower(), " or null to remove it" if allow_null else "",
+                               type(val).__name__, val))
+    return problems
+
+
+UNIT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$")
+# RFC 1123 host names: dot-separated labels of letters, digits and inner hyphens, 253 characters at most.
+HOST_NAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                       r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$")
+
+
+def host(name: str, value: Any, empty_means: str = "") -> Problems:
+    """An IP address or a host name: it is written into argv and the unit as one word, and bound or dialled."""
+    if not isinstance(value, str) or (value == "" and empty_means):
+        return []
+    try:
+        ipaddress.ip_address(value)
+        return []
+    except ValueError:
+        pass
+    if HOST_NAME.match(value):
+        return []
+    return ["%s must be an IP address or a host name%s, got %r"
+            % (name, " (empty: %s)" % empty_means if empty_means else "", value)]
+
+
+def unit_name(name: str, value: Any) -> Problems:
+    if isinstance(value, str) and not UNIT_NAME.match(value):
+        return ["%s must be a systemd unit name without .service (letters, digits, _ . @ -), got %r" % (name, value)]
+    return []
+
+
+def no_whitespace(name: str, value: Any) -> Problems:
+    if isinstance(value, str) and re.search(r"\s", value):
+        return ["%s must not contain whitespace" % name]
+    return []
+
+
+
+
+def matches(name: str, value: Any, pattern: str, what: str) -> Problems:
+    if isinstance(value, str) and not re.match(pattern, value):
+        return ["%s must be %s, got %r" % (name, what, value)]
+    return []
+
+
+def shared_name_problems(values: Mapping[str, Any]) -> Problems:
+    """The names several roles declare (one name per thing): vllm_user and vllm_group are unprivileged accounts."""
+    return account("vllm_user", values.get("vllm_user")) + account("vllm_group", values.get("vllm_group"))
+
+
+# --- names: unknown and removed -----------------------------------------------------------------------------------
+
+# Names the collection no longer reads, and what replaced each (changelogs: the roles restructuring, issue 16). Given,
+# they would be ignored without a word and the play would deploy something else (moeops_model: glm5 deployed Kimi).
+REMOVED: Dict[str, str] = {
+    "moeops_model": "vllm_service_profile",
+    "gpu_topology_backend": "gpu_facts_backend",
+    "gpu_topology_snapshot": "gpu_facts_snapshot",
+    "gpu_topology_required": "gpu_facts_required",
+    "vllm_service_user": "vllm_user",
+    "vllm_service_group": "vllm_group",
+    "vllm_service_venv": "vllm_venv",
+    "vllm_service_hf_home": "vllm_hf_home",
+    "vllm_service_working_directory": "vllm_home",
+    "vllm_service_model": "vllm_service_profile",
+    "vllm_service_gpu_facts": "gpu_facts_backend and gpu_facts_snapshot (the gpu_facts role reads the GPUs)",
+    "model_weights_user": "vllm_user",
+    "model_weights_group": "vllm_group",
+    "model_weights_hf_home": "vllm_hf_home",
+    "model_weights_venv": "vllm_venv",
+    "model_weights_ca_bundle": "vllm_ca_bundle",
+    "model_weights_gpu_facts": "gpu_facts_backend and gpu_facts_snapshot (the gpu_facts role reads the GPUs)",
+    "ray_cluster_venv": "vllm_venv",
+    "ray_cluster_user": "vllm_user",
+    "ray_cluster_user_group": "vllm_group",
+    "ray_cluster_working_directory": "vllm_home",
+    "ray_cluster_ca_bundle": "vllm_ca_bundle",
+    "ray_cluster_uv": "vllm_uv_venv",
+    "ray_cluster_uv_cache_dir": "vllm_uv_cache_dir",
+    "ray_cluster_index_url": "vllm_index_url",
+    "ray_cluster_gpu_facts": "gpu_facts_backend and gpu_facts_snapshot (the gpu_facts role reads the GPUs)",
+    "preflight_gpu_facts": "gpu_facts_backend and gpu_facts_snapshot (the gpu_facts role reads the GPUs)",
+    "preflight_tensor_parallel_size": "vllm_service_tensor_parallel_size",
+    "preflight_gpu_memory_utilization": "vllm_service_gpu_memory_utilization",
+    "preflight_model": "vllm_service_profile",
+    "preflight_profile": "vllm_service_profile",
+}
+
+
+def removed_name_problems(names: Sequence[str]) -> Problems:
+    """A removed name that is set: refused, naming what replaced it (set, it would be ignored without a word)."""
+    return ["%s was removed from moeops.inference; set %s instead (as it is, it would be ignored and the play would "
+            "do something else)" % (name, REMOVED[name]) for name in sorted(set(names) & set(REMOVED))]
+
+
+def unknown_name_warnings(prefix: str, options: Sequence[str], names: Sequence[str],
+                          known_other: Sequence[str] = ()) -> Problems:
+    """Variables with the role's prefix that are neither an option nor a known result: usually a typo, ignored
+    otherwise. Each warning names the closest option."""
+    warnings = []
+    for name in sorted(set(n for n in names if n.startswith(prefix)) - set(options) - set(known_other) - set(REMOVED)):
+        close = difflib.get_close_matches(name, list(options), n=1)
+        warnings.append("%s is set but is not an option of role %s%s; it has no effect"
+                        % (name, prefix.rstrip("_"), " (did you mean %s?)" % close[0] if close else ""))
+    return warnings
