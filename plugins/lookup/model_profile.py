@@ -35,11 +35,7 @@ options:
     required: true
 notes:
   - The shipped profiles' names are the base names of the collection's C(profiles/*.yml) files.
-seealso:
-  - plugin: moeops.inference.vllm_serve_args
-    plugin_type: filter
-  - plugin: moeops.inference.model_profile_settings
-    plugin_type: filter
+  - The profile schema is in C(docs/model-profiles.md) of the collection.
 """
 
 EXAMPLES = r"""

@@ -61,87 +61,28 @@ _raw:
   elements: dict
 """
 
-import os
-import re
 import typing as t
 
-import yaml
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
+from ansible_collections.moeops.inference.plugins.module_utils._common import specs
 
-# The collection's root: plugins/lookup/<this file> is three levels below it, in a checkout and installed alike.
-COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ROLES_DIR = os.path.join(COLLECTION_ROOT, "roles")
-COLLECTION = "moeops.inference"
-ROLE_NAME = re.compile(r"^[a-z0-9_]+$")
-SPEC_FILES = ("argument_specs.yml", "argument_specs.yaml")
-PREFIX = "%s.role_argument_spec" % COLLECTION
+# The collection's roles directory (in a checkout and installed alike) and the roles with a spec there.
+ROLES_DIR = specs.ROLES_DIR
+PREFIX = "%s.role_argument_spec" % specs.COLLECTION
 
 
-def _spec_file(roles_dir: str, role: str) -> t.Optional[str]:
-    """The argument spec file of a role, or None."""
-    for name in SPEC_FILES:
-        path = os.path.join(roles_dir, role, "meta", name)
-        if os.path.isfile(path):
-            return path
-    return None
-
-
-def spec_roles(roles_dir: str) -> t.List[str]:
+def spec_roles(roles_dir: str = ROLES_DIR) -> t.List[str]:
     """The roles under `roles_dir` that have an argument spec file, sorted."""
-    try:
-        entries = os.listdir(roles_dir)
-    except OSError:
-        return []
-    return sorted(r for r in entries if ROLE_NAME.match(r) and _spec_file(roles_dir, r))
-
-
-def spec_path(role: t.Any, roles_dir: str) -> str:
-    """The meta/argument_specs.yml of `role` (short or fully qualified name); AnsibleLookupError when there is none."""
-    name = role[len(COLLECTION) + 1:] if isinstance(role, str) and role.startswith(COLLECTION + ".") else role
-    path = _spec_file(roles_dir, name) if isinstance(name, str) and ROLE_NAME.match(name) else None
-    if path is None:
-        raise AnsibleLookupError(
-            "%s: %s has no role %r with an argument spec (meta/argument_specs.yml); roles with one: %s"
-            % (PREFIX, COLLECTION, role, ", ".join(spec_roles(roles_dir)) or "none"))
-    return path
-
-
-def entry_point_options(text: str, origin: str, entry_point: t.Any) -> t.Dict[str, t.Any]:
-    """The options of `entry_point` in the text of an argument spec file (`origin` names it in messages)."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = " at line %d, column %d" % (mark.line + 1, mark.column + 1) if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).strip().splitlines()[0]
-        raise AnsibleLookupError("%s: %s is not valid YAML%s: %s" % (PREFIX, origin, where, problem)) from None
-    specs = data.get("argument_specs") if isinstance(data, dict) else None
-    if not isinstance(specs, dict):
-        raise AnsibleLookupError("%s: %s has no argument_specs mapping" % (PREFIX, origin))
-    if not isinstance(entry_point, str) or entry_point not in specs:
-        raise AnsibleLookupError("%s: %s has no entry point %r; its entry points: %s"
-                                 % (PREFIX, origin, entry_point, ", ".join(sorted(map(str, specs))) or "none"))
-    spec = specs[entry_point]
-    options = spec.get("options") if isinstance(spec, dict) else None
-    if options is None:
-        return {}
-    if not isinstance(options, dict):
-        raise AnsibleLookupError("%s: %s: the options of entry point %s are a %s, not a mapping"
-                                 % (PREFIX, origin, entry_point, type(options).__name__))
-    return options
+    return specs.spec_roles(roles_dir)
 
 
 def role_options(role: t.Any, entry_point: str = "main", roles_dir: str = ROLES_DIR) -> t.Dict[str, t.Any]:
-    """The options of a role's entry point, read from its argument spec file."""
-    path = spec_path(role, roles_dir)
+    """The options of a role's entry point (module_utils/_common/specs.py reads them), errors as lookup errors."""
     try:
-        with open(path, "rb") as f:
-            text = f.read().decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise AnsibleLookupError("%s: cannot read %s: %s" % (PREFIX, path, exc)) from None
-    role_dir = os.path.dirname(os.path.dirname(path))
-    return entry_point_options(text, "role %s (%s)" % (os.path.basename(role_dir), path), entry_point)
+        return specs.role_options(role, entry_point, roles_dir)
+    except specs.SpecError as exc:
+        raise AnsibleLookupError("%s: %s" % (PREFIX, exc)) from None
 
 
 class LookupModule(LookupBase):

@@ -39,7 +39,9 @@ options:
     type: dict
     required: true
   world_size:
-    description: Number of ranks the service runs (its tensor-parallel size); defaults to the GPU count.
+    description:
+      - Number of ranks the service runs (its tensor-parallel size); defaults to the topology policy's layout for the
+        GPUs (the largest power of two not above their count), as the vllm_service role's unit uses.
     type: int
   nccl_version:
     description: The NCCL version, when known; skips starting O(python).
@@ -96,6 +98,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.moeops.inference.plugins.module_utils._nccl import tune
 from ansible_collections.moeops.inference.plugins.module_utils._common import state_files
+from ansible_collections.moeops.inference.plugins.module_utils._policy import nccl_policy
 
 
 def probe_nccl_version(module, python):
@@ -132,7 +135,8 @@ def main():
     if not stored:
         result["reason"] = "no tuning result stored in %s" % store_dir
         module.exit_json(**result)
-    world_size = p["world_size"] or int(facts.get("count") or 0)
+    world_size = p["world_size"] or (int(nccl_policy.parallel_layout(facts)["tensor_parallel_size"])
+                                     if int(facts.get("count") or 0) else 0)
     version = p["nccl_version"]
     if version is None:
         version, why = probe_nccl_version(module, p["python"])

@@ -81,20 +81,21 @@ done
 grep -q 'failed=0' "$work/play.txt"
 echo "moeops.inference.gpu_topology with the seed snapshot: SYS / LL / Ring, TP 8"
 
-# 5. The role_inputs action (every role's first check task), ad hoc from the installed collection: values as
-#    Ansible templates them (a template in -e), the raw type (a JSON boolean), a no_log value never shown.
-if ansible localhost -c local -e ansible_python_interpreter="$py" -m moeops.inference.role_inputs -a role=vllm_service \
+# 5. The role_plan action (each role's planning step), ad hoc from the installed collection, its input rules only
+#    (plan=false): values as Ansible templates them (a template in -e), the raw type (a JSON boolean), a no_log
+#    value never shown.
+if ansible localhost -c local -e ansible_python_interpreter="$py" -m moeops.inference.role_plan -a "role=vllm_service plan=false" \
      -e '{"vllm_service_port": true, "vllm_service_api_key": "sk-not shown"}' -e 'vllm_hf_home={{ "cache" }}/hf' \
      > "$work/inputs.txt" 2>&1; then
-  echo "role_inputs passed bad inputs"; cat "$work/inputs.txt"; exit 1
+  echo "role_plan passed bad inputs"; cat "$work/inputs.txt"; exit 1
 fi
 for want in "vllm_service: vllm_service_port must be a number, got the boolean true" \
             "vllm_service: vllm_hf_home must be an absolute path, got 'cache/hf'" \
             "vllm_service: vllm_service_api_key must not contain whitespace"; do
-  grep -qF "$want" "$work/inputs.txt" || { echo "role_inputs output lacks: $want"; cat "$work/inputs.txt"; exit 1; }
+  grep -qF "$want" "$work/inputs.txt" || { echo "role_plan output lacks: $want"; cat "$work/inputs.txt"; exit 1; }
 done
-! grep -q "not shown" "$work/inputs.txt" || { echo "role_inputs showed a no_log value"; exit 1; }
-ansible localhost -c local -e ansible_python_interpreter="$py" -m moeops.inference.role_inputs \
-  -a role=moeops.inference.vllm_service -e vllm_service_port=8001 > "$work/inputs-ok.txt"
+! grep -q "not shown" "$work/inputs.txt" || { echo "role_plan showed a no_log value"; exit 1; }
+ansible localhost -c local -e ansible_python_interpreter="$py" -m moeops.inference.role_plan \
+  -a "role=moeops.inference.vllm_service plan=false" -e vllm_service_port=8001 > "$work/inputs-ok.txt"
 grep -q '"vllm_service_port"' "$work/inputs-ok.txt"
-echo "ad-hoc role_inputs: three bad inputs named (a template, a boolean, a secret not shown); good ones pass"
+echo "ad-hoc role_plan: three bad inputs named (a template, a boolean, a secret not shown); good ones pass"

@@ -7,7 +7,10 @@
 #   2. `ansible-playbook moeops.inference.glm5` (the shipped playbook, by name: the same roles, the same profile)
 #      on the same node then changes nothing, and the unit is byte-identical. That is also the second run that
 #      shows the roles idempotent (a second run of the user's playbook would repeat it: CI's time is counted);
-#   3. the same play with only moeops.inference.vllm_service (vLLM already there) converges, zero changes.
+#   3. the same play with only moeops.inference.vllm_service (vLLM already there) converges, zero changes;
+#   4. that role alone refuses what preflight would refuse for it, before anything changes: tensor parallel 3 for
+#      MiniMax-M2.5 (8 key/value heads), the removed moeops_model, no GPUs read; it warns about a misspelt
+#      variable with the closest name; one knob changed is changed=1, with the role's outcome line.
 # The node is the harness's (playbooks/sim_node.yml from the checkout): GPUs replayed from a snapshot.
 set -euo pipefail
 start=$SECONDS
@@ -75,4 +78,35 @@ echo "unit sha256 $external: the same from the user's playbook and from moeops.i
 run service_only service_only.yml
 [ "$(changed "$work/service_only.log")" -eq 0 ] || { echo "vllm_service alone changed something"; grep -B1 -E '^changed:' "$work/service_only.log" | head -20; exit 1; }
 [ "$(unit_sum)" = "$external" ] || { echo "vllm_service alone rendered another unit"; exit 1; }
+
+refused() {  # label, the words the refusal must hold (one per argument until --), then ansible-playbook arguments
+  local label=$1; shift
+  local words=()
+  while [ "$1" != -- ]; do words+=("$1"); shift; done; shift
+  local t0=$SECONDS
+  if ansible-playbook -i hosts.yml service_only.yml "$@" > "$work/$label.log" 2>&1; then
+    echo "$label: vllm_service alone accepted it:"; tail -30 "$work/$label.log"; exit 1
+  fi
+  for w in "${words[@]}"; do
+    grep -qF -- "$w" "$work/$label.log" || { echo "$label: the refusal lacks: $w"; grep -E 'fatal|FAILED|WARNING' "$work/$label.log" | head; exit 1; }
+  done
+  [ "$(changed "$work/$label.log")" = 0 ] || { echo "$label: changed something before refusing"; exit 1; }
+  echo "$label: refused before any change in $((SECONDS - t0)) s: $(grep -oF -- "${words[0]}" "$work/$label.log" | head -1)"
+}
+refused tp3_minimax "vllm_service_tensor_parallel_size 3" "8 key/value heads" -- \
+  -e vllm_service_profile=minimax_m25 -e vllm_service_tensor_parallel_size=3
+refused removed_name "moeops_model was removed" "vllm_service_profile" -- -e moeops_model=kimi_k25
+# No GPUs read: NVML on a node without the NVIDIA driver reads none; nothing said the GPUs are not needed.
+refused no_gpus "no NVIDIA GPU could be read" "gpu_facts_required false" -- -e gpu_facts_backend=nvml
+
+# One knob, changed once: the unit and nothing else (no prediction or backup counted), with the role's own outcome
+# line; the misspelt variable beside it is warned about with the name it resembles, and has no effect.
+run one_knob service_only.yml -e vllm_service_max_model_len=65536 -e vllm_service_tensor_paralel_size=4
+[ "$(changed "$work/one_knob.log")" -eq 1 ] || { echo "one knob changed $(changed "$work/one_knob.log") things:"; grep -E '^changed:' -B1 "$work/one_knob.log"; exit 1; }
+grep -qF "did you mean vllm_service_tensor_parallel_size?" "$work/one_knob.log" || { echo "no warning for the misspelt variable"; exit 1; }
+grep -qE '"msg": "vllm_service: glm-5' "$work/one_knob.log" || { echo "the role printed no outcome line"; exit 1; }
+echo "one knob: changed=1; $(grep -oE 'vllm_service: glm-5[^"]*' "$work/one_knob.log" | tail -1)"
+grep -oE '\[WARNING\]: vllm_service: vllm_service_tensor_paralel_size[^(]*\(did you mean [a-z_]*\?\)' "$work/one_knob.log" | head -1
+# And back: the next run restores the unit (the node is left as the shipped playbook made it).
+run restore service_only.yml
 echo "external playbook: passed in $((SECONDS - start)) s"

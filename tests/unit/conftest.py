@@ -57,6 +57,23 @@ def role_spec(role):
         return yaml.safe_load(f)["argument_specs"]["main"]["options"]
 
 
+def role_defaults(role):
+    """A role's defaults/main.yml, with the templated ones left out (a test sets what it needs)."""
+    with open(os.path.join(REPO, "roles", role, "defaults", "main.yml")) as f:
+        return {k: v for k, v in (yaml.safe_load(f) or {}).items() if not (isinstance(v, str) and "{{" in v)}
+
+
+def role_result(role, ctx, **values):
+    """A role's plan as its check's role_plan step works it out: the role's defaults, then `values`, in `ctx`."""
+    from ansible_collections.moeops.inference.plugins.module_utils._common.plan import plan_role
+    from ansible_collections.moeops.inference.plugins.module_utils._common.specs import spec_roles
+    given = dict(role_defaults(role))
+    if role == "vllm_service":  # templated defaults (vllm_service_name's), as the role renders them
+        given.update(vllm_service_env_file="/etc/vllm/vllm.env", vllm_service_api_key_file="/etc/vllm/vllm.api-key")
+    given.update(values)
+    return plan_role(role, role_spec(role), given, sorted(given), spec_roles(), ctx)
+
+
 def shipped_profile(name):
     """The model profile profiles/<name>.yml (the file is the mapping)."""
     with open(os.path.join(PROFILES, name + ".yml")) as f:

@@ -35,6 +35,8 @@ ACCOUNT_NAME = re.compile(r"^[a-z][-a-z0-9_]{0,31}$")
 PINNED_PACKAGE = re.compile(r"^[A-Za-z0-9_.-]+(\[[A-Za-z0-9_,.-]+\])?==[^=\s]+$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 INTEGER = re.compile(r"^[+-]?[0-9]+$")
+# What Ansible's boolean() takes (`-e x=off` is a string): converted by the spec's type, never taken as true.
+BOOLEAN_WORDS = ("true", "false", "yes", "no", "on", "off", "1", "0", "y", "n", "t", "f")
 # Names of environment variables that carry secrets: they belong in the root-only env file, through the
 # dedicated variables, never in a 0644 unit.
 SECRET_ENV_NAME = re.compile(r"(_TOKEN|_KEY|_SECRET)$|PASSWORD|^HF_TOKEN$|^VLLM_API_KEY$", re.IGNORECASE)
@@ -83,7 +85,7 @@ def type_problems(name: str, opt: Mapping[str, Any], raw: Any) -> Problems:
         return ["%s must be a whole number, got %r" % (name, raw)]
     if kind == "int" and isinstance(raw, float) and not raw.is_integer():
         return ["%s must be a whole number, got %r" % (name, raw)]
-    if kind == "bool" and not isinstance(raw, bool) and str(raw).lower() not in ("true", "false", "yes", "no"):
+    if kind == "bool" and not isinstance(raw, bool) and str(raw).lower() not in BOOLEAN_WORDS:
         return ["%s must be true or false, got %r" % (name, raw)]
     if kind in ("list", "dict") and isinstance(raw, str):
         example = '["..."]' if kind == "list" else '{"KEY": "value"}'
@@ -110,9 +112,9 @@ def type_problems(name: str, opt: Mapping[str, Any], raw: Any) -> Problems:
     return []
 
 
-def generic_problems(spec: Mapping[str, Any], values: Mapping[str, Any]) -> Tuple[Problems, Dict[str, Any]]:
-    """The spec's own validation plus the rules above, for the options set in `values`; and the
-    validated values (the spec's conversions applied) for the semantic checks."""
+def generic_problems(spec: Mapping[str, Any], values: Mapping[str, Any]) -> Tuple[Problems, Dict[str, Any], List[str]]:
+    """The spec's own validation plus the rules above, for the options set in `values`; the validated values (the
+    spec's conversions applied) for the semantic checks; and the names of the options these rules refused."""
     result = ArgumentSpecValidator(dict(spec)).validate(dict(values))
     broken = {name: line_safety_problems(name, raw) for name, raw in values.items()}
 
@@ -121,13 +123,16 @@ def generic_problems(spec: Mapping[str, Any], values: Mapping[str, Any]) -> Tupl
 
     # A value that spans lines gets that one message: the spec's own (a choice's "got: ...") would echo it.
     problems = [str(m) for m in result.error_messages if not any(broken[n] and names(str(m), n) for n in values)]
+    refused = []
     for name in sorted(values):
         raw = values[name]
         problems.extend(broken[name])
-        named = broken[name] or any(names(m, name) for m in result.error_messages)
-        if raw is not None and not named:  # one message per mistake: the spec's own, when it has one
-            problems.extend(type_problems(name, spec[name], raw))
-    return problems, dict(result.validated_parameters)
+        named = broken[name] or any(names(str(m), name) for m in result.error_messages)
+        own = type_problems(name, spec[name], raw) if raw is not None and not named else []
+        problems.extend(own)  # one message per mistake: the spec's own, when it has one
+        if named or own:
+            refused.append(name)
+    return problems, dict(result.validated_parameters), refused
 
 
 # --- semantic checks, one per role ----------------------------------------------------------------
@@ -223,47 +228,47 @@ def shared_name_problems(values: Mapping[str, Any]) -> Problems:
 
 # --- names: unknown and removed -----------------------------------------------------------------------------------
 
-# Names the collection no longer reads, and what replaced each (changelogs: the roles restructuring, issue 16). Given,
-# they would be ignored without a word and the play would deploy something else (moeops_model: glm5 deployed Kimi).
-REMOVED: Dict[str, str] = {
-    "moeops_model": "vllm_service_profile",
-    "gpu_topology_backend": "gpu_facts_backend",
-    "gpu_topology_snapshot": "gpu_facts_snapshot",
-    "gpu_topology_required": "gpu_facts_required",
-    "vllm_service_user": "vllm_user",
-    "vllm_service_group": "vllm_group",
-    "vllm_service_venv": "vllm_venv",
-    "vllm_service_hf_home": "vllm_hf_home",
-    "vllm_service_working_directory": "vllm_home",
-    "vllm_service_model": "vllm_service_profile",
-    "vllm_service_gpu_facts": "gpu_facts_backend and gpu_facts_snapshot (the gpu_facts role reads the GPUs)",
-    "model_weights_user": "vllm_user",
-    "model_weights_group": "vllm_group",
-    "model_weights_hf_home": "vllm_hf_home",
-    "model_weights_venv": "vllm_venv",
-    "model_weights_ca_bundle": "vllm_ca_bundle",
-    "model_weights_gpu_facts": "gpu_facts_backend and gpu_facts_snapshot (the gpu_facts role reads the GPUs)",
-    "ray_cluster_venv": "vllm_venv",
-    "ray_cluster_user": "vllm_user",
-    "ray_cluster_user_group": "vllm_group",
-    "ray_cluster_working_directory": "vllm_home",
-    "ray_cluster_ca_bundle": "vllm_ca_bundle",
-    "ray_cluster_uv": "vllm_uv_venv",
-    "ray_cluster_uv_cache_dir": "vllm_uv_cache_dir",
-    "ray_cluster_index_url": "vllm_index_url",
-    "ray_cluster_gpu_facts": "gpu_facts_backend and gpu_facts_snapshot (the gpu_facts role reads the GPUs)",
-    "preflight_gpu_facts": "gpu_facts_backend and gpu_facts_snapshot (the gpu_facts role reads the GPUs)",
-    "preflight_tensor_parallel_size": "vllm_service_tensor_parallel_size",
-    "preflight_gpu_memory_utilization": "vllm_service_gpu_memory_utilization",
-    "preflight_model": "vllm_service_profile",
-    "preflight_profile": "vllm_service_profile",
+# Names the collection no longer reads: the role that refuses each, and what replaced it (changelogs: the roles'
+# restructuring). Given, they would be ignored without a word and the play would do something else
+# (moeops_model: glm5 deployed Kimi-K2.5). A name without a role's prefix belongs to the role that needs its successor.
+_GPU_FACTS = "gpu_facts_backend and gpu_facts_snapshot (the gpu_facts role reads the GPUs for every role)"
+REMOVED: Dict[str, Tuple[str, str]] = {
+    "moeops_model": ("vllm_service", "vllm_service_profile"),
+    "gpu_topology_backend": ("gpu_facts", "gpu_facts_backend"),
+    "gpu_topology_snapshot": ("gpu_facts", "gpu_facts_snapshot"),
+    "gpu_topology_required": ("gpu_facts", "gpu_facts_required"),
+    "vllm_service_user": ("vllm_service", "vllm_user"),
+    "vllm_service_group": ("vllm_service", "vllm_group"),
+    "vllm_service_venv": ("vllm_service", "vllm_venv"),
+    "vllm_service_hf_home": ("vllm_service", "vllm_hf_home"),
+    "vllm_service_working_directory": ("vllm_service", "vllm_home"),
+    "vllm_service_model": ("vllm_service", "vllm_service_profile"),
+    "vllm_service_gpu_facts": ("vllm_service", _GPU_FACTS),
+    "model_weights_user": ("model_weights", "vllm_user"),
+    "model_weights_group": ("model_weights", "vllm_group"),
+    "model_weights_hf_home": ("model_weights", "vllm_hf_home"),
+    "model_weights_venv": ("model_weights", "vllm_venv"),
+    "model_weights_ca_bundle": ("model_weights", "vllm_ca_bundle"),
+    "model_weights_gpu_facts": ("model_weights", _GPU_FACTS),
+    "ray_cluster_venv": ("ray_cluster", "vllm_venv"),
+    "ray_cluster_user": ("ray_cluster", "vllm_user"),
+    "ray_cluster_user_group": ("ray_cluster", "vllm_group"),
+    "ray_cluster_working_directory": ("ray_cluster", "vllm_home"),
+    "ray_cluster_ca_bundle": ("ray_cluster", "vllm_ca_bundle"),
+    "ray_cluster_uv": ("ray_cluster", "vllm_uv_venv"),
+    "ray_cluster_uv_cache_dir": ("ray_cluster", "vllm_uv_cache_dir"),
+    "ray_cluster_index_url": ("ray_cluster", "vllm_index_url"),
+    "ray_cluster_gpu_facts": ("ray_cluster", _GPU_FACTS),
+    "preflight_gpu_facts": ("preflight", _GPU_FACTS),
+    "preflight_tensor_parallel_size": ("preflight", "vllm_service_tensor_parallel_size"),
+    "preflight_gpu_memory_utilization": ("preflight", "vllm_service_gpu_memory_utilization"),
 }
 
 
-def removed_name_problems(names: Sequence[str]) -> Problems:
-    """A removed name that is set: refused, naming what replaced it (set, it would be ignored without a word)."""
-    return ["%s was removed from moeops.inference; set %s instead (as it is, it would be ignored and the play would "
-            "do something else)" % (name, REMOVED[name]) for name in sorted(set(names) & set(REMOVED))]
+def removed_name_problems(role: str, names: Sequence[str]) -> Problems:
+    """The removed names of `role` that are set: refused, naming what replaced each."""
+    return ["%s was removed from moeops.inference; set %s instead (as it is, it would be ignored without a word)"
+            % (name, REMOVED[name][1]) for name in sorted(names) if REMOVED.get(name, ("",))[0] == role]
 
 
 def unknown_name_warnings(prefix: str, options: Sequence[str], names: Sequence[str],

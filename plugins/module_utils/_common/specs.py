@@ -59,7 +59,7 @@ def spec_path(role: Any, roles_dir: str = ROLES_DIR) -> str:
     return path
 
 
-def _load_yaml(path: str) -> Any:
+def _load_yaml(path: str, origin: Optional[str] = None) -> Any:
     import yaml  # PyYAML: always on the controller (ansible-core needs it); only controller code calls this
 
     try:
@@ -73,7 +73,7 @@ def _load_yaml(path: str) -> Any:
         mark = getattr(exc, "problem_mark", None)
         where = " at line %d, column %d" % (mark.line + 1, mark.column + 1) if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).strip().splitlines()[0]
-        raise SpecError("%s is not valid YAML%s: %s" % (path, where, problem))
+        raise SpecError("%s is not valid YAML%s: %s" % (origin or path, where, problem))
 
 
 def entry_point_options(data: Any, origin: str, entry_point: Any) -> Dict[str, Any]:
@@ -98,7 +98,7 @@ def role_options(role: Any, entry_point: str = "main", roles_dir: str = ROLES_DI
     """The options of a role's entry point, read from its argument spec file."""
     path = spec_path(role, roles_dir)
     origin = "role %s (%s)" % (short_name(role), path)
-    return entry_point_options(_load_yaml(path), origin, entry_point)
+    return entry_point_options(_load_yaml(path, origin), origin, entry_point)
 
 
 def role_defaults(role: Any, roles_dir: str = ROLES_DIR) -> Dict[str, Any]:

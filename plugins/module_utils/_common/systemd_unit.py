@@ -7,7 +7,7 @@ systemd expands `%` specifiers in every setting (systemd.unit(5), "Specifiers"),
 NCCL_DEBUG_FILE=/var/log/nccl.%h.log would become the service user's home; `%%` is a literal `%`. In
 Exec lines it also substitutes `$NAME` and `${NAME}` from the environment (systemd.service(5), "Command
 lines"); `$$` is a literal `$`. A line break cannot be escaped at all: systemd splits the file into lines
-before it reads quotes, so the roles' input checks refuse it (role_inputs.line_safety_problems), and this
+before it reads quotes, so the roles' input checks refuse it (_common/inputs.py, line_safety_problems), and this
 refuses it again rather than write a second directive.
 
 Quoting is systemd's, not the shell's: in Environment= and Exec lines systemd C-unescapes inside quotes too

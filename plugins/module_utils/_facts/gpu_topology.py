@@ -36,7 +36,6 @@ P2P_CAPS = ("read", "write", "nvlink", "atomics")
 P2P_CAPS_INDEX = {"read": 0, "write": 1, "nvlink": 2, "atomics": 3}
 
 NVML_NVLINK_MAX_LINKS = 36
-NVML_NVLINK_DEVICE_TYPE_SWITCH = 2
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -511,7 +510,6 @@ def read_nvidia_smi(outputs: Dict[str, Optional[str]]) -> Dict[str, Any]:
         gpu_numa = topo["gpu_numa_id"].get(i) if topo else None
         if gpu_numa is None:
             missing.add(f + "gpu_numa_id", "nvidia-smi topo -m: GPU NUMA ID N/A")
-        links = nvlink.get(i)
         for key in ("name", "uuid", "memory_total_mib", "persistence_mode", "mig_mode"):
             if g[key] is None:
                 missing.add(f + key, "not in nvidia-smi -q -x")

@@ -43,8 +43,6 @@ DEFAULT_ALGORITHMS = ("Ring", "Tree")
 DEFAULT_CHANNELS = (None, 4, 8, 16)
 ALL_PROTOCOLS = ("LL", "LL128", "Simple")
 P2P_LEVELS = ("LOC", "NVL", "PIX", "PXB", "PHB", "SYS")
-# The variables the grid varies; anything else in a candidate is pinned by the user.
-TUNED_VARIABLES = ("NCCL_PROTO", "NCCL_ALGO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_P2P_LEVEL")
 
 
 # ------------------------------------------------------------------ message sizes

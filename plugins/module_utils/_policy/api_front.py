@@ -114,7 +114,7 @@ def config_path(unit: str) -> str:
 
 def input_problems(port: int, backend_port: int, given_routes: Any, metrics_cidrs: Any, tls_cert: str, tls_key: str,
                    var_prefix: str = "vllm_service_") -> List[str]:
-    """What is wrong with the front's inputs, one message each naming the variable: preflight (role_inputs) reports
+    """What is wrong with the front's inputs, one message each naming the variable: the role_plan step reports
     them before anything changes, and front() refuses them."""
     problems: List[str] = []
     if backend_port == port:

@@ -5,9 +5,9 @@
 the model dimensions (config.json first, the profile as fallback) and the
 `vllm serve` arguments built from them.
 
-Pure functions over plain data, shared by the `vllm_serve_args` filter (the
-vllm_service role) and the preflight checks.  docs/model-profiles.md documents
-the schema for people writing a profile.
+Pure functions over plain data, used by the vllm_service role's plan
+(_roles/vllm_service).  Private to the collection.  docs/model-profiles.md
+documents the schema for people writing a profile.
 
 The collection ships profiles as `profiles/<name>.yml`, each file the profile
 mapping itself.  For the `moeops.inference.model_profile` lookup, `profile_path`

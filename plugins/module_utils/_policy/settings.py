@@ -27,7 +27,7 @@ import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.moeops.inference.plugins.module_utils._policy import api_front
-from ansible_collections.moeops.inference.plugins.module_utils._facts import pcie_host
+from ansible_collections.moeops.inference.plugins.module_utils._policy import pcie_findings
 
 # Values of these variables and arguments are never shown: only whether they are set.
 SECRET_NAME_RE = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|CREDENTIAL)", re.IGNORECASE)
@@ -623,7 +623,7 @@ def build_report(host: str, desired: Mapping[str, Any], deployed: Mapping[str, A
     elif "p2p_gate" in deployed:
         status.append("P2P gate not run here (%s)" % (deployed.get("p2p_gate_reason") or "no record"))
     # The PCIe host's P2P readiness (pcie_host's policy over the facts' host section), warnings first in full.
-    findings = pcie_host.facts_findings(gpu_facts or {})
+    findings = pcie_findings.facts_findings(gpu_facts or {})
     for f in findings:
         if f["result"] != "ok":
             status.append("PCIe     %s %s: %s" % (f["result"].upper(), f["check"], f["reason"])

@@ -9,14 +9,17 @@ resolved), the packages it installs, NVIDIA's CUDA repository for the distributi
 Blackwell and whether the node is a container.  No I/O, no Ansible templating: the nvidia_driver_plan
 filter calls it, and unit tests call it directly.
 
-It refuses nothing: the role's check entry point asserts on the result (a branch too old for
-Blackwell, a source that cannot carry the branch, an unsupported distribution), with its own messages,
-and the inputs are validated there too, so a wrong input here yields a plan that the checks refuse.
+`plan(v, ctx)` is the role's plan for the role_plan action: driver_plan, then the rules on it (a branch too old for
+the GPUs, a source that cannot carry the branch, an unsupported distribution, a loaded driver this run leaves too
+old). Private to the collection.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+
+from ansible_collections.moeops.inference.plugins.module_utils._common import inputs
 
 # Highest branch each distribution archive carries (Debian: bookworm 535, trixie 550).
 ARCHIVE_MAX_BRANCH: Dict[str, int] = {
@@ -161,3 +164,108 @@ def driver_plan(facts: Mapping[str, Any], gpu_facts: Optional[Mapping[str, Any]]
         "packages": packages(resolved, branch, facts.get("kernel")),
         "container": is_container(facts),
     }
+
+
+# --- the role's rules and plan (the role_plan action) -----------------------------------------------------------
+
+KNOWN_OTHER = ()
+# The oldest driver branch for each GPU generation (NVIDIA's CUDA release notes: the minimum driver of the CUDA
+# version that added the architecture).
+MIN_DRIVER_BRANCH: Tuple[Tuple[Tuple[int, int], int, str], ...] = (
+    ((12, 0), 570, "Blackwell (CUDA 12.8)"),
+    ((10, 0), 570, "Blackwell (CUDA 12.8)"),
+    ((9, 0), 520, "Hopper (CUDA 11.8)"),
+    ((8, 9), 520, "Ada Lovelace (CUDA 11.8)"),
+    ((8, 6), 455, "Ampere (CUDA 11.1)"),
+    ((8, 0), 450, "Ampere (CUDA 11.0)"),
+    ((7, 0), 396, "Volta/Turing (CUDA 9.x/10.0)"),
+)
+
+
+def _cc_tuple(cc: Any) -> Optional[Tuple[int, int]]:
+    try:
+        major, _dot, minor = str(cc).partition(".")
+        return int(major), int(minor or 0)
+    except ValueError:
+        return None
+
+
+def driver_branch(version: Any) -> Optional[int]:
+    m = re.match(r"^\s*(\d+)", str(version or ""))
+    return int(m.group(1)) if m else None
+
+
+def min_driver_branch(cc: Any) -> Optional[Tuple[int, str]]:
+    t = _cc_tuple(cc)
+    if t is None:
+        return None
+    for floor, branch, family in MIN_DRIVER_BRANCH:
+        if t >= floor:
+            return branch, family
+    return None
+
+
+def check_driver(facts: Mapping[str, Any], planned_branch: Optional[int], installs_driver: bool) -> List[str]:
+    """The driver branch supports every GPU's compute capability: the branch the nvidia_driver role
+    will install, and the loaded driver where the role will not replace it."""
+    needs = [(str(g.get("compute_capability")), min_driver_branch(g.get("compute_capability")))
+             for g in facts.get("gpus") or []]
+    needs = [(cc, n) for cc, n in needs if n]
+    if not needs:
+        return []
+    cc, (need, family) = max(needs, key=lambda x: x[1][0])
+    problems = []
+    if planned_branch is not None and planned_branch < need:
+        problems.append("nvidia_driver_branch %d cannot drive compute capability %s (%s needs branch %d or newer%s). "
+                        "Set nvidia_driver_branch to %d or later (580 is the default)."
+                        % (planned_branch, cc, family, need, ", open kernel modules" if need >= 570 else "", need))
+    loaded = driver_branch(facts.get("driver_version"))
+    if loaded is not None and loaded < need and not (installs_driver and planned_branch is not None
+                                                     and planned_branch >= need):
+        problems.append("the loaded driver %s (branch %d) cannot drive compute capability %s (%s needs branch %d or "
+                        "newer) and this run will not replace it: let the nvidia_driver role install branch %d+ "
+                        "(nvidia_driver_install_packages: true), or upgrade the driver."
+                        % (facts.get("driver_version"), loaded, cc, family, need, need))
+    return problems
+
+
+def input_problems(v: Mapping[str, Any]) -> List[str]:
+    problems = inputs.matches("nvidia_driver_branch", None if v.get("nvidia_driver_branch") is None
+                        else str(v.get("nvidia_driver_branch")), r"^[0-9]{3}$", "a driver branch such as 580")
+    if v.get("nvidia_driver_source") == "mirror":
+        url, keyring = v.get("nvidia_driver_mirror_url"), v.get("nvidia_driver_mirror_signed_by")
+        if not (isinstance(url, str) and re.match(r"^(https?|file)://", url)):
+            problems.append("nvidia_driver_source mirror needs nvidia_driver_mirror_url (an http, https or file URL), "
+                            "got %r" % url)
+        if not (isinstance(keyring, str) and keyring.startswith("/")):
+            problems.append("nvidia_driver_source mirror needs nvidia_driver_mirror_signed_by (the absolute path of the "
+                            "mirror's keyring), got %r" % keyring)
+    return problems
+
+
+
+def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
+    """The driver plan and its rules. `ctx`: facts (ansible_facts, with the distribution) and the GPU facts (gpus)."""
+    facts, gpus = ctx.get("facts") or {}, ctx.get("gpus") or {}
+    branch = int(v["nvidia_driver_branch"])
+    result = driver_plan(facts, gpus, branch, v["nvidia_driver_source"], v["nvidia_driver_cuda_repo_url"],
+                         v["nvidia_driver_cuda_keyring_url"])
+    problems = []
+    if facts.get("distribution") not in ("Debian", "Ubuntu") or (
+            result["source"] == "ubuntu_archive" and facts.get("distribution") != "Ubuntu"):
+        problems.append("nvidia_driver supports Debian 12/13 and Ubuntu 22.04/24.04 (this is %s %s); nvidia_driver_source "
+                        "ubuntu_archive needs Ubuntu" % (facts.get("distribution"), facts.get("distribution_version")))
+    if result["blackwell"] and branch < 570:
+        problems.append("nvidia_driver_branch %d cannot drive the Blackwell GPUs on this host (compute capability %s): "
+                        "Blackwell needs the open kernel modules of branch 570 or newer. Set nvidia_driver_branch to "
+                        "570 or later (580 is the default)" % (branch, ", ".join(result["compute_capabilities"])))
+    if result["source"] == "debian_archive" and branch > result["archive_ceiling"]:
+        problems.append("nvidia_driver_source debian_archive cannot carry branch %d: Debian's archive stops at %d on %s "
+                        "(550 at most on any release). Use nvidia_driver_source cuda_repo (NVIDIA's CUDA repository) or "
+                        "a mirror of it" % (branch, result["archive_ceiling"], facts.get("distribution_release")))
+    if int(gpus.get("count") or 0):
+        problems += check_driver(gpus, branch, bool(v["nvidia_driver_install_packages"]))
+    return {"plan": result, "problems": problems,
+            "outcome": "nvidia_driver: branch %d from %s (%s)%s" % (
+                branch, result["source"], ", ".join(result["packages"]),
+                "" if v["nvidia_driver_install_packages"] else "; packages not installed (nvidia_driver_install_packages false)")}

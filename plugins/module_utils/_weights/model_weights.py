@@ -238,11 +238,6 @@ def hf_repo_folder(hf_home: str, repo_id: str) -> str:
     return os.path.join(hf_home, "hub", "models--" + repo_id.replace("/", "--"))
 
 
-def hf_snapshot_dir(hf_home: str, repo_id: str, commit: str) -> str:
-    """The snapshot directory (what vLLM loads) of a repo at a commit in the cache."""
-    return os.path.join(hf_repo_folder(hf_home, repo_id), "snapshots", commit)
-
-
 def source_identity(source: str, location: str, revision: str | None, patterns: list[str]) -> dict[str, t.Any]:
     """What a staging record must match to count: a changed source, pin or filter stages again."""
     return {"source": source, "location": location, "revision": revision or None, "patterns": list(patterns)}

@@ -100,12 +100,37 @@ def test_every_role_has_a_check_entry_point_with_the_main_options(role):
     assert os.path.isfile(os.path.join(ROOT, "roles", role, "tasks", "check.yml")), role
 
 
+TASK_KEYWORDS = {"name", "when", "register", "check_mode", "changed_when", "failed_when", "tags", "vars", "no_log",
+                 "delegate_to", "run_once", "become", "args", "loop", "loop_control", "listen", "environment", "block",
+                 "rescue", "always", "until", "retries", "delay", "notify", "ignore_errors"}
+# What a check may do before it plans: read (facts, files, the GPUs, the tuning record), never derive or change.
+READS = {"ansible.builtin.setup", "ansible.builtin.slurp", "ansible.builtin.stat", "moeops.inference.nccl_tune_info"}
+
+
 @pytest.mark.parametrize("role", ROLES)
-def test_every_check_starts_by_refusing_bad_inputs(role):
-    """The first task of each check entry point is the role_inputs action for the role itself: a bad input is refused
-    before the role reads a fact or derives anything from it."""
-    first = load(role, "tasks", "check.yml")[0]
-    assert first.get("moeops.inference.role_inputs") == {"role": role}, (role, first)
+def test_every_check_plans_the_role_before_it_derives_anything(role):
+    """Each check entry point plans its own role with the role_plan action (every input converted and checked, every
+    rule of the role): before it, a check only reads; no set_fact, assert or template derives from an unchecked input."""
+    tasks = load(role, "tasks", "check.yml")
+    actions = [next((k for k in t if k not in TASK_KEYWORDS), "block") for t in tasks]
+    planned = [i for i, (a, t) in enumerate(zip(actions, tasks))
+               if a == "moeops.inference.role_plan" and t[a].get("role") == role]
+    assert planned, (role, "no role_plan for the role itself")
+    before = [(a, tasks[i].get(a)) for i, a in enumerate(actions[:planned[0]])]
+    assert [b for b in before if b[0] not in READS and b != ("ansible.builtin.import_role",
+                                                             {"name": "moeops.inference.gpu_facts"})] == [], role
+    assert tasks[planned[0]].get("register") == "_" + role
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_no_check_asserts_what_the_plan_decides(role):
+    """Every rule lives in the role's private module: a check has no assert of its own (a refusal that needs the node's
+    state, such as the NCCL interface, is the only kind allowed, and names its reason)."""
+    asserts = [t["name"] for t in load(role, "tasks", "check.yml") if "ansible.builtin.assert" in t]
+    assert asserts == ALLOWED_CHECK_ASSERTS.get(role, []), role
+
+
+ALLOWED_CHECK_ASSERTS = {"ray_cluster": ["Check | Refuse an NCCL interface that cannot be told"]}
 
 
 # The preflight role sends role variables to its module, whose arguments show at -vvv; a secret must be no_log.

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 """What the units carry through systemd unchanged: `%` (specifiers) and `$` (Exec lines) are escaped where the
 templates write a value, and a line break is refused. The vllm unit is rendered with Ansible's own templating
-from a plan the role's filter works out, then checked by `systemd-analyze verify` where it is installed."""
+from the role's plan (its check's role_plan step), then checked by `systemd-analyze verify` where it is installed."""
 from __future__ import annotations
 
 import os
@@ -14,7 +14,7 @@ import role_templating
 from ansible.errors import AnsibleError
 from ansible_collections.moeops.inference.plugins.module_utils._facts import gpu_topology as topo
 from ansible_collections.moeops.inference.plugins.module_utils._common import systemd_unit
-from ansible_collections.moeops.inference.plugins.module_utils._roles import vllm_service as vsp
+from conftest import load_json, role_result
 
 TEMPLATE = os.path.join(role_templating.ROLES, "vllm_service", "templates", "vllm.service.j2")
 PROFILE = {"name": "tiny", "source": "example-org/tiny", "served_name": "tiny 100%", "max_model_len": 4096,
@@ -23,16 +23,16 @@ PROFILE = {"name": "tiny", "source": "example-org/tiny", "served_name": "tiny 10
 
 
 def unit(tmp_path, environment=None, extra_args=None, nccl_overrides=None):
-    variables = role_templating.role_vars("vllm_service")
     venv = str(tmp_path / "venv")
-    plan = vsp.plan(dict(profile=PROFILE, facts=topo.no_gpu_facts("none read"), name="vllm", venv=venv,
-                         hf_home="/var/cache/vllm/huggingface", home="/var/lib/vllm", host="127.0.0.1", port=8000,
-                         start="auto", health_timeout_base=600, weights_read_mb_per_s=200,
-                         hardening=variables["vllm_service_hardening"], api_key_given=False,
-                         stage_dir="/var/lib/moeops/staging", restart_sec=30, environment=environment or {},
-                         extra_args=extra_args or [], nccl_overrides=nccl_overrides or {}))
-    variables.update(ansible_managed="Ansible managed", _vllm_service_plan=plan, _vllm_service_profile=PROFILE,
-                     vllm_venv=venv, vllm_service_environment=environment or {}, ansible_facts={"nvidia_gpu": {}})
+    gpus = topo.from_snapshot(load_json("constructed", "rtxpro6000-x8-2numa.json"), "rtxpro6000-x8-2numa")
+    result = role_result("vllm_service", {"gpus": gpus, "profile": PROFILE}, vllm_venv=venv,
+                         vllm_service_environment=environment or {}, vllm_service_extra_args=extra_args or [],
+                         vllm_service_nccl_overrides=nccl_overrides or {})
+    if result["problems"]:
+        raise ValueError("; ".join(result["problems"]))
+    variables = role_templating.role_vars("vllm_service")
+    variables.update(ansible_managed="Ansible managed", _vllm_service=result, vllm_venv=venv,
+                     vllm_service_environment=environment or {}, ansible_facts={"nvidia_gpu": gpus})
     with open(TEMPLATE) as f:
         return role_templating.render(f.read(), variables)
 
@@ -85,5 +85,5 @@ def test_the_unescaped_control_would_be_expanded(tmp_path):
 
 
 def test_a_line_break_is_refused_not_written(tmp_path):
-    with pytest.raises((AnsibleError, ValueError), match="line break"):
+    with pytest.raises((AnsibleError, ValueError), match="no value may span lines"):
         unit(tmp_path, environment={"NCCL_PROTO": "LL\nExecStartPre=/bin/id"})

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 """The vllm_service role's secrets: what the root-only environment file (templates/vllm.env.j2) holds, rendered
-with Ansible's own templating.  The API-key decision comes from the plan (vllm_service_plan, tested in
+with Ansible's own templating.  The API-key decision comes from the role's plan (tested in
 tests/unit/plugins/module_utils/test_vllm_service_plan.py, with the hardening and health rules that were here);
 the secrets themselves never reach the plan, so this stays a test of the template."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import os
 import role_templating
 
 from ansible_collections.moeops.inference.plugins.module_utils._facts import gpu_topology as topo
-from ansible_collections.moeops.inference.plugins.module_utils._roles import vllm_service as vsp
+from conftest import load_json, role_result
 
 TEMPLATE = os.path.join(role_templating.ROLES, "vllm_service", "templates", "vllm.env.j2")
 PROFILE = {"name": "kimi-k2.5-int4", "source": "moonshotai/Kimi-K2.5", "served_name": "kimi-k2.5",
@@ -19,16 +19,16 @@ PROFILE = {"name": "kimi-k2.5-int4", "source": "moonshotai/Kimi-K2.5", "served_n
 
 
 def env_file(host="127.0.0.1", api_key="", hf_token="", **extra):
-    """The environment file for these inputs, the plan worked out as the role does (tasks/plan.yml)."""
-    plan = vsp.plan(dict(profile=PROFILE, facts=topo.no_gpu_facts("none read"), name="vllm", venv="/opt/vllm/venv",
-                         hf_home="/var/cache/vllm/huggingface", home="/var/lib/vllm", host=host, port=8000,
-                         start="auto", health_timeout_base=600, weights_read_mb_per_s=200, hardening={},
-                         api_key_given=len(api_key) > 0, stage_dir="/var/lib/moeops/staging", restart_sec=30))
+    """The environment file for these inputs, the plan worked out as the role's check does (role_plan)."""
+    gpus = topo.from_snapshot(load_json("constructed", "rtxpro6000-x8-2numa.json"), "rtxpro6000-x8-2numa")
+    result = role_result("vllm_service", {"gpus": gpus, "profile": PROFILE}, vllm_service_host=host,
+                         vllm_service_api_key=api_key)
+    assert result["problems"] == [], result["problems"]
     with open(TEMPLATE) as f:
         text = f.read()
     return role_templating.render(text, dict(extra, ansible_managed="Ansible managed", vllm_service_name="vllm",
                                              vllm_service_api_key=api_key, vllm_service_hf_token=hf_token,
-                                             _vllm_service_plan=plan))
+                                             _vllm_service=result))
 
 
 def test_secrets_go_to_the_environment_file_only():

@@ -154,7 +154,7 @@ def test_safe_relative_path(path, ok):
 
 
 def test_hf_cache_layout():
-    assert mw.hf_snapshot_dir("/c", "moonshotai/Kimi-K2.5", "abc") == "/c/hub/models--moonshotai--Kimi-K2.5/snapshots/abc"
+    assert mw.hf_repo_folder("/c", "moonshotai/Kimi-K2.5") == "/c/hub/models--moonshotai--Kimi-K2.5"
 
 
 def test_record_must_match_source_pin_and_patterns():

@@ -10,14 +10,13 @@ from __future__ import annotations
 import os
 
 import pytest
-import role_templating
 import yaml
-from ansible.errors import AnsibleFilterError
 
-from ansible_collections.moeops.inference.plugins.filter.nvidia_driver import FilterModule
 from ansible_collections.moeops.inference.plugins.module_utils._facts import gpu_topology as topo
 from ansible_collections.moeops.inference.plugins.module_utils._roles import nvidia_driver as nd
-from conftest import REPO, load_json
+from ansible_collections.moeops.inference.plugins.module_utils._common.plan import plan_role
+from ansible_collections.moeops.inference.plugins.module_utils._common.specs import spec_roles
+from conftest import REPO, load_json, role_defaults, role_spec
 
 UBUNTU_NOBLE = {"distribution": "Ubuntu", "distribution_version": "24.04", "distribution_major_version": "24",
                 "distribution_release": "noble", "architecture": "x86_64", "kernel": "6.8.0-45-generic",
@@ -31,7 +30,6 @@ DEBIAN_TRIXIE_ARM = dict(DEBIAN_BOOKWORM, distribution_version="13.1", distribut
 BLACKWELL = {"count": 8, "gpus": [{"compute_capability": "12.0"}] * 8}
 HOPPER = {"count": 1, "gpus": [{"compute_capability": "9.0"}]}
 NVIDIA = "https://developer.download.nvidia.com/compute/cuda/repos/"
-FILTERS = FilterModule().filters()
 
 
 def plan(facts, gpus=None, branch=580, source="auto", **urls):
@@ -178,47 +176,44 @@ def test_facts_that_are_not_a_mapping_fail():
         nd.driver_plan("Ubuntu", {}, 580, "auto")
     with pytest.raises(TypeError, match="nvidia_gpu"):
         nd.driver_plan(UBUNTU_NOBLE, ["12.0"], 580, "auto")
-    with pytest.raises(AnsibleFilterError, match="nvidia_driver_plan: expects ansible_facts"):
-        FILTERS["nvidia_driver_plan"]("Ubuntu", {}, 580, "auto")
 
 
-def test_the_filter_is_the_function():
-    assert FILTERS["nvidia_driver_plan"](DEBIAN_BOOKWORM, BLACKWELL, 580, "auto") == plan(DEBIAN_BOOKWORM)
-
-
-# The role's own wiring: the set_fact in tasks/check.yml, rendered with Ansible's templating and the role's
-# defaults and vars, through the filter by its fully qualified name.
-def _check_plan_expr():
-    with open(os.path.join(REPO, "roles", "nvidia_driver", "tasks", "check.yml")) as f:
-        tasks = yaml.safe_load(f)
-    [expr] = [t["ansible.builtin.set_fact"]["_nvidia_driver_plan"] for t in tasks if "ansible.builtin.set_fact" in t
-              and "_nvidia_driver_plan" in t["ansible.builtin.set_fact"]]
-    return expr
-
-
-def render_role_plan(facts, gpus=None, **overrides):
-    variables = role_templating.role_vars("nvidia_driver", ansible_facts=dict(facts, nvidia_gpu=gpus or BLACKWELL),
-                                          **overrides)
-    return role_templating.render(_check_plan_expr(), variables)
+# The role's own step: the role_plan action's code with the role's defaults, as tasks/check.yml runs it.
+def role_plan(facts, gpus=None, **overrides):
+    values = dict(role_defaults("nvidia_driver"), **overrides)
+    result = plan_role("nvidia_driver", role_spec("nvidia_driver"), values, sorted(values), spec_roles(),
+                       {"facts": facts, "gpus": BLACKWELL if gpus is None else gpus})
+    assert result["problems"] == [], result["problems"]
+    return result["plan"]
 
 
 def test_the_roles_plan_with_its_defaults():
-    assert render_role_plan(DEBIAN_BOOKWORM) == plan(DEBIAN_BOOKWORM)
-    p = render_role_plan(UBUNTU_NOBLE, HOPPER, nvidia_driver_source="cuda_repo", nvidia_driver_branch=575)
+    assert role_plan(DEBIAN_BOOKWORM) == plan(DEBIAN_BOOKWORM)
+    p = role_plan(UBUNTU_NOBLE, HOPPER, nvidia_driver_source="cuda_repo", nvidia_driver_branch="575")
     assert p == plan(UBUNTU_NOBLE, HOPPER, 575, "cuda_repo")
     assert p["repo_url"] == NVIDIA + "ubuntu2404/x86_64/"
 
 
 def test_the_roles_plan_takes_the_repository_and_keyring_inputs():
-    p = render_role_plan(DEBIAN_BOOKWORM, nvidia_driver_cuda_repo_url="http://mirror.lab.example/cuda/")
+    p = role_plan(DEBIAN_BOOKWORM, nvidia_driver_cuda_repo_url="http://mirror.lab.example/cuda/")
     assert (p["repo_url"], p["keyring_url"]) == ("http://mirror.lab.example/cuda/",
                                                  "http://mirror.lab.example/cuda/cuda-keyring_1.1-1_all.deb")
 
 
 def test_the_roles_plan_without_gpu_facts():
-    variables = role_templating.role_vars("nvidia_driver", ansible_facts=dict(UBUNTU_NOBLE))
-    p = role_templating.render(_check_plan_expr(), variables)
+    p = role_plan(UBUNTU_NOBLE, {})
     assert (p["blackwell"], p["compute_capabilities"]) == (False, [])
+
+
+def test_the_roles_rules_refuse_an_old_branch_for_blackwell_and_debians_archive_for_580():
+    values = dict(role_defaults("nvidia_driver"), nvidia_driver_branch=550)
+    result = plan_role("nvidia_driver", role_spec("nvidia_driver"), values, sorted(values), spec_roles(),
+                       {"facts": DEBIAN_BOOKWORM, "gpus": BLACKWELL})
+    assert any("branch 550 cannot drive the Blackwell GPUs" in p for p in result["problems"]), result["problems"]
+    values = dict(role_defaults("nvidia_driver"), nvidia_driver_source="debian_archive")
+    result = plan_role("nvidia_driver", role_spec("nvidia_driver"), values, sorted(values), spec_roles(),
+                       {"facts": DEBIAN_BOOKWORM, "gpus": BLACKWELL})
+    assert any("Debian's archive stops at 535 on bookworm" in p for p in result["problems"]), result["problems"]
 
 
 def test_the_roles_vars_hold_constants_only():

@@ -16,6 +16,7 @@ import pytest
 from conftest import load_json
 
 from ansible_collections.moeops.inference.plugins.module_utils._facts import pcie_host as ph
+from ansible_collections.moeops.inference.plugins.module_utils._policy import pcie_findings as pf
 
 TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 HOST_FIXTURES = os.path.join(TESTS, "fixtures", "host")
@@ -277,12 +278,12 @@ def test_as_shipped_host_section(tmp_path):
         {"group": "20", "type": "DMA-FQ"}, {"group": "21", "type": "DMA-FQ"}, {"group": "22", "type": "DMA"},
         {"group": "23", "type": "DMA-FQ"}]
     assert gpus[3]["link"]["degraded"] is True and gpus[1]["link"]["speed_below_max"] is True
-    assert ph.p2p_ports(gpus).keys() == {"0000:00:01.1", "0000:02:00.0", "0000:02:01.0", "0000:40:01.1", "0000:60:01.1"}
+    assert pf.p2p_ports(gpus).keys() == {"0000:00:01.1", "0000:02:00.0", "0000:02:01.0", "0000:40:01.1", "0000:60:01.1"}
 
 
 def test_as_shipped_findings(tmp_path):
     root, s = tree(tmp_path, "rtxpro6000-x4-epyc-as-shipped")
-    findings = ph.host_findings(ph.read_host(root, s["gpus"]), 4, "blackwell")
+    findings = pf.host_findings(ph.read_host(root, s["gpus"]), 4, "blackwell")
     assert [(f["check"], f["result"]) for f in findings] == [
         ("iommu", "warning"), ("acs", "warning"), ("acs", "warning"), ("acs", "warning"), ("bar1", "warning"),
         ("hmm", "warning"), ("link_width", "warning"), ("pcie_port_pm", "warning")]
@@ -308,8 +309,8 @@ def test_as_shipped_findings(tmp_path):
 
 def test_fixed_box_is_all_ok_and_idle_speed_is_only_noted(tmp_path):
     root, s = tree(tmp_path, "rtxpro6000-x4-epyc-fixed")
-    findings = ph.host_findings(ph.read_host(root, s["gpus"]), 4, "blackwell")
-    assert [(f["check"], f["result"]) for f in findings] == [(c, "ok") for c in ph.CHECKS]
+    findings = pf.host_findings(ph.read_host(root, s["gpus"]), 4, "blackwell")
+    assert [(f["check"], f["result"]) for f in findings] == [(c, "ok") for c in pf.CHECKS]
     got = by_check(findings)
     assert got["link_width"][0]["reason"] == ("every GPU link runs at its full width; informational, a lower link speed (GPUs drop "
                                               "the link generation at idle): GPU 1 (0000:04:00.0) at 2.5 GT/s PCIe of 32.0 GT/s PCIe")
@@ -322,7 +323,7 @@ def test_the_finding_follows_the_redirect_bits_of_the_switch_port(tmp_path, ctrl
     def change(s):
         bridge_entry(s, "0000:02:00.0")["config"]["ext_caps"][1]["ctrl"] = ctrl
     root, s = tree(tmp_path, "rtxpro6000-x4-epyc-as-shipped", change)
-    acs_findings = by_check(ph.host_findings(ph.read_host(root, s["gpus"]), 4, "blackwell"))["acs"]
+    acs_findings = by_check(pf.host_findings(ph.read_host(root, s["gpus"]), 4, "blackwell"))["acs"]
     flagged = dict((f["reason"].split()[1], f["reason"]) for f in acs_findings)
     assert sorted(flagged) == sorted(["0000:00:01.1", "0000:40:01.1"] + (["0000:02:00.0"] if bits else []))
     if bits:
@@ -335,17 +336,17 @@ def test_a_bridge_above_the_meeting_point_is_not_judged(tmp_path):
     root, s = tree(tmp_path, "rtxpro6000-x4-epyc-fixed", change)
     host = ph.read_host(root, s["gpus"])
     assert host["gpus"][0]["bridges"][1]["acs"]["control"]["ReqRedir"] is True
-    assert by_check(ph.host_findings(host, 4, "blackwell"))["acs"][0]["result"] == "ok"
+    assert by_check(pf.host_findings(host, 4, "blackwell"))["acs"][0]["result"] == "ok"
 
 
 def test_one_gpu_every_p2p_check_is_ok_but_its_link_is_still_judged(tmp_path):
     root, s = tree(tmp_path, "rtxpro6000-x4-epyc-as-shipped")
-    findings = ph.host_findings(ph.read_host(root, s["gpus"][3:]), 1, "blackwell")
+    findings = pf.host_findings(ph.read_host(root, s["gpus"][3:]), 1, "blackwell")
     for f in findings:
-        if f["check"] in ph.P2P_CHECKS:
+        if f["check"] in pf.P2P_CHECKS:
             assert (f["result"], f["reason"], f["remedy"]) == ("ok", "one GPU: no peer-to-peer traffic", "")
     assert [f["result"] for f in findings if f["check"] == "link_width"] == ["warning"]
-    assert ph.host_findings(ph.read_host(root, []), 0, None)[4]["reason"] == "no GPU: no link to check"
+    assert pf.host_findings(ph.read_host(root, []), 0, None)[4]["reason"] == "no GPU: no link to check"
 
 
 # ---------------------------------------------------------------- unknowns: never "ok" where they matter
@@ -360,7 +361,7 @@ def test_config_space_read_without_root_is_could_not_be_read(tmp_path):
             f.write(head)
     host = ph.read_host(root, s["gpus"])
     assert host["gpus"][0]["bridges"][2]["acs_state"] == "unreadable"
-    (found,) = by_check(ph.host_findings(host, 4, "blackwell"))["acs"]
+    (found,) = by_check(pf.host_findings(host, 4, "blackwell"))["acs"]
     assert found["result"] == "warning" and found["reason"].startswith("could not be read: ACS of bridge 0000:02:00.0")
     assert "unreadable (not root): config space read returned 64 bytes" in found["reason"]
     assert "0000:40:01.1" in found["reason"] and "lspci -vvv" in found["remedy"]
@@ -376,10 +377,10 @@ def test_unknown_inputs_of_applicable_checks_are_warnings(tmp_path):
     gpus = [dict(g) for g in s["gpus"]]
     del gpus[2]["memory_total_mib"]
     gpus[3]["pci_bus_id"] = "00000000:62:00.0"  # not on this box
-    got = by_check(ph.host_findings(ph.read_host(root, gpus), 4, "blackwell"))
-    for check in ph.CHECKS:
+    got = by_check(pf.host_findings(ph.read_host(root, gpus), 4, "blackwell"))
+    for check in pf.CHECKS:
         assert [f["result"] for f in got[check]] == ["warning"], check
-        assert got[check][0]["reason"].startswith(ph.UNREAD), check
+        assert got[check][0]["reason"].startswith(pf.UNREAD), check
     assert "the IOMMU mode (6 of 6 groups have no readable type file" in got["iommu"][0]["reason"]
     assert "/proc/cmdline: No such file or directory" in got["pcie_port_pm"][0]["reason"]
     assert "uvm_disable_hmm: No such file or directory" in got["hmm"][0]["reason"]
@@ -391,15 +392,15 @@ def test_unknown_inputs_of_applicable_checks_are_warnings(tmp_path):
 def test_hmm_depends_on_architecture_and_on_what_modprobe_will_set(tmp_path):
     root, s = tree(tmp_path, "rtxpro6000-x4-epyc-fixed")
     host = ph.read_host(root, s["gpus"])
-    assert by_check(ph.host_findings(host, 4, None))["hmm"][0]["reason"].startswith(ph.UNREAD + "the GPU architecture")
+    assert by_check(pf.host_findings(host, 4, None))["hmm"][0]["reason"].startswith(pf.UNREAD + "the GPU architecture")
     unloaded = copy.deepcopy(host)
     unloaded["uvm"].update(loaded=False, uvm_disable_hmm=None, hmm_disabled=None)
-    assert ph.check_hmm(unloaded, "blackwell") == [{"check": "hmm", "result": "ok", "remedy": "", "reason":
+    assert pf.check_hmm(unloaded, "blackwell") == [{"check": "hmm", "result": "ok", "remedy": "", "reason":
                                                    "nvidia_uvm is not loaded; /etc/modprobe.d/nvidia-uvm.conf sets uvm_disable_hmm=1 for its next load"}]
     pending = copy.deepcopy(host)
     pending["uvm"].update(uvm_disable_hmm="N", hmm_disabled=False)
-    assert "/etc/modprobe.d/nvidia-uvm.conf sets it, not yet in effect" in ph.check_hmm(pending, "blackwell")[0]["reason"]
-    hopper = ph.check_hmm(pending, "hopper")[0]
+    assert "/etc/modprobe.d/nvidia-uvm.conf sets it, not yet in effect" in pf.check_hmm(pending, "blackwell")[0]["reason"]
+    hopper = pf.check_hmm(pending, "hopper")[0]
     assert (hopper["result"], hopper["reason"]) == ("ok", "hopper, not Blackwell: the HMM lock-up is reported on Blackwell")
 
 
@@ -408,20 +409,20 @@ def test_iommu_from_the_host_mode_when_the_gpus_groups_are_not_known(tmp_path):
     host = ph.read_host(root, s["gpus"])
     for gpu in host["gpus"]:
         gpu["iommu_group"] = {"group": None, "type": None}
-    assert ph.check_iommu(host)[0]["reason"].startswith("the IOMMU is in translated mode (1 DMA, 4 DMA-FQ, 1 unmanaged)")
+    assert pf.check_iommu(host)[0]["reason"].startswith("the IOMMU is in translated mode (1 DMA, 4 DMA-FQ, 1 unmanaged)")
     host["cmdline"]["params"]["iommu"] = "pt"
-    assert "asks for passthrough, so that has not taken effect" in ph.check_iommu(host)[0]["reason"]
+    assert "asks for passthrough, so that has not taken effect" in pf.check_iommu(host)[0]["reason"]
     host["iommu"].update(mode="mixed", types={"identity": 3, "DMA": 1})
-    assert ph.check_iommu(host)[0]["reason"].startswith(ph.UNREAD + "which IOMMU groups the GPUs are in")
+    assert pf.check_iommu(host)[0]["reason"].startswith(pf.UNREAD + "which IOMMU groups the GPUs are in")
     host["iommu"].update(mode="off", types={}, groups=0)
-    assert ph.check_iommu(host)[0] == {"check": "iommu", "result": "ok", "reason": "no IOMMU groups: the IOMMU is off", "remedy": ""}
+    assert pf.check_iommu(host)[0] == {"check": "iommu", "result": "ok", "reason": "no IOMMU groups: the IOMMU is off", "remedy": ""}
 
 
 def test_fewer_gpus_in_the_host_section_than_on_the_box(tmp_path):
     root, s = tree(tmp_path, "rtxpro6000-x4-epyc-fixed")
-    got = by_check(ph.host_findings(ph.read_host(root, s["gpus"][:2]), 4, "blackwell"))
-    for check in ph.PER_GPU_CHECKS:
-        assert [f["reason"] for f in got[check]] == [ph.UNREAD + "2 of the 4 GPUs are not in the host section"]
+    got = by_check(pf.host_findings(ph.read_host(root, s["gpus"][:2]), 4, "blackwell"))
+    for check in pf.PER_GPU_CHECKS:
+        assert [f["reason"] for f in got[check]] == [pf.UNREAD + "2 of the 4 GPUs are not in the host section"]
 
 
 # ---------------------------------------------------------------- real captures: this machine, the device's H200
@@ -453,11 +454,11 @@ def test_real_capture_replays_to_the_recorded_reader_output(name):
     with open(os.path.join(REAL, name, "readers.json")) as f:
         recorded = json.load(f)
     assert recorded.pop("captured")["root"] == "/"
-    assert capture.readers_output(ph, real_tree(name)) == recorded
+    assert capture.readers_output(ph, pf, real_tree(name)) == recorded
 
 
 def test_real_capture_what_a_firecracker_vm_shows(real_root):
-    assert ph.list_pci_devices(real_root) == ["0000:00:0%d.0" % i for i in range(6)]
+    assert capture.list_pci_devices(real_root) == ["0000:00:0%d.0" % i for i in range(6)]
     assert ph.read_iommu(real_root) == {"mode": "off", "groups": 0, "types": {}, "untyped": 0, "unavailable": []}
     assert ph.read_aspm(real_root)["policy"] == "default"
     assert ph.read_uvm(real_root)["loaded"] is False
@@ -472,9 +473,9 @@ def test_real_capture_what_a_firecracker_vm_shows(real_root):
     assert ph.read_pci_path(real_root, "0000:00:03.0")["bridges"] == []  # flat root bus
     host = ph.read_host(real_root, [])
     assert host["unavailable"] == [{"field": "uvm.uvm_disable_hmm", "reason": "/sys/module/nvidia_uvm: nvidia_uvm is not loaded"}]
-    assert ph.host_findings(host, 0, None) == [
+    assert pf.host_findings(host, 0, None) == [
         {"check": c, "result": "ok", "remedy": "",
-         "reason": "no GPU: no link to check" if c == "link_width" else "no GPU: no peer-to-peer traffic"} for c in ph.CHECKS]
+         "reason": "no GPU: no link to check" if c == "link_width" else "no GPU: no peer-to-peer traffic"} for c in pf.CHECKS]
 
 
 def test_real_h200_bar1_from_sysfs_agrees_with_nvml_and_its_findings():
@@ -495,11 +496,11 @@ def test_real_h200_bar1_from_sysfs_agrees_with_nvml_and_its_findings():
     assert gpu["bridges"] == [] and gpu["iommu_group"] == {"group": None, "type": None}
     assert host["iommu"]["mode"] == "off" and host["unavailable"] == []
     assert (host["uvm"]["loaded"], host["uvm"]["uvm_disable_hmm"], host["uvm"]["hmm_disabled"]) == (True, "N", False)
-    findings = ph.host_findings(host, 1, "hopper")
-    assert [(f["check"], f["result"]) for f in findings] == [(c, "ok") for c in ph.CHECKS]
+    findings = pf.host_findings(host, 1, "hopper")
+    assert [(f["check"], f["result"]) for f in findings] == [(c, "ok") for c in pf.CHECKS]
     assert findings[4]["reason"] == "every GPU link runs at its full width"
     # The same real reading on a Blackwell box of several GPUs would warn: HMM is on in this driver's default.
-    assert ph.check_hmm(host, "blackwell")[0]["reason"].startswith("nvidia_uvm runs with HMM on (uvm_disable_hmm=N)")
+    assert pf.check_hmm(host, "blackwell")[0]["reason"].startswith("nvidia_uvm runs with HMM on (uvm_disable_hmm=N)")
 
 
 # ---------------------------------------------------------------- fixtures and docs stay honest
@@ -518,5 +519,5 @@ def test_constructed_specs_say_so_and_are_listed_in_their_readme():
 def test_doc_names_every_check():
     with open(DOC) as f:
         doc = f.read()
-    for check in ph.CHECKS:
+    for check in pf.CHECKS:
         assert "| `%s` |" % check in doc, check

