@@ -68,6 +68,10 @@ PROFILE_KEYS: Dict[str, Tuple[Tuple[type, ...], bool, str]] = {
     "description": (_STR, False, "one line for summaries and reports, e.g. that the model is a test model"),
     "canary": ((dict,), False, "the question the deploy asks after /health, and the answer it expects "
                                "(prompt, max_tokens, expect, chat_template_kwargs)"),
+    "attention_type": (_STR, False, "attention as vLLM picks a backend for it: sparse_mla, mla or gqa (engine check)"),
+    "num_routed_experts": (_INT, False, "routed experts per MoE layer; config.json wins when present (engine check)"),
+    "quantization_method": (_STR, False, "the quantization method as vLLM names it, e.g. modelopt_fp4, "
+                                         "compressed-tensors, fp8 (engine check)"),
 }
 
 CANARY_KEYS: Dict[str, Tuple[Tuple[type, ...], bool]] = {
@@ -349,7 +353,9 @@ def effective_settings(profile: Mapping[str, Any], ccs: Sequence[str]) -> Dict[s
         forced = []
         if c.get("kv_cache_dtype"):
             settings["kv_cache_dtype"] = c["kv_cache_dtype"]
-            forced.append("--kv-cache-dtype %s" % c["kv_cache_dtype"])
+            # auto is no flag at all: vLLM's choice for the model on these GPUs (a profile's other dtype is undone).
+            forced.append("--kv-cache-dtype %s" % c["kv_cache_dtype"] if c["kv_cache_dtype"] != "auto"
+                          else "the KV cache dtype left to vLLM (auto)")
         if c.get("disable_custom_all_reduce"):
             settings["disable_custom_all_reduce"] = True
             forced.append("--disable-custom-all-reduce")

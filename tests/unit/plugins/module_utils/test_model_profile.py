@@ -63,13 +63,15 @@ def test_not_a_profile():
     assert "an empty mapping" in mp.validate_profile({})[0]
 
 
-def test_glm5_on_compute_capability_12_keeps_bf16_kv_and_no_custom_all_reduce():
+def test_glm5_on_compute_capability_12_keeps_the_kv_dtype_auto_and_no_custom_all_reduce():
+    """vLLM's only sparse-MLA backend on 12.x takes fp8_ds_mla, which auto resolves to; bfloat16 has none there."""
     glm = profile("glm5")
     args = mp.serve_args(glm, 8, "127.0.0.1", 8000, ccs=mp.compute_capabilities(facts("rtxpro6000-x8-2numa")))
-    assert args[args.index("--kv-cache-dtype") + 1] == "bfloat16"
+    assert "--kv-cache-dtype" not in args
     assert "--disable-custom-all-reduce" in args
     settings = mp.effective_settings(glm, ["12.0"])
-    assert settings["applied"] and "FP8 KV cache garbles" in settings["applied"][0]
+    assert settings["kv_cache_dtype"] == "auto"
+    assert settings["applied"] and "FLASHINFER_MLA_SPARSE_SM120" in settings["applied"][0]
 
 
 def test_glm5_elsewhere_has_no_constraint():
@@ -129,10 +131,10 @@ def test_dimensions_from_config_json_first_then_profile():
 
 def test_constraint_conflict_with_extra_args():
     glm = profile("glm5")
-    problems = mp.constraint_conflicts(glm, ["12.0"], ["--kv-cache-dtype", "fp8"])
-    assert len(problems) == 1 and problems[0].startswith("vllm_service_extra_args: --kv-cache-dtype fp8 contradicts")
-    assert mp.constraint_conflicts(glm, ["12.0"], ["--kv-cache-dtype=bfloat16"]) == []
-    assert mp.constraint_conflicts(glm, ["10.0"], ["--kv-cache-dtype", "fp8"]) == []
+    problems = mp.constraint_conflicts(glm, ["12.0"], ["--kv-cache-dtype", "bfloat16"])
+    assert len(problems) == 1 and problems[0].startswith("vllm_service_extra_args: --kv-cache-dtype bfloat16 contradicts")
+    assert mp.constraint_conflicts(glm, ["12.0"], ["--kv-cache-dtype=auto"]) == []
+    assert mp.constraint_conflicts(glm, ["10.0"], ["--kv-cache-dtype", "bfloat16"]) == []
 
 
 def test_bad_constraint_is_named():

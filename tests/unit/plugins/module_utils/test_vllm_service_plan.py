@@ -370,8 +370,7 @@ def test_glm5_on_compute_capability_12_every_argument_and_its_source():
         "serve", "nvidia/GLM-5-NVFP4", "--served-model-name", "glm-5", "--tensor-parallel-size", "8",
         "--max-model-len", "131072", "--gpu-memory-utilization", "0.9",
         "--enable-auto-tool-choice", "--tool-call-parser", "glm47", "--reasoning-parser", "glm45",
-        "--chat-template-content-format", "string",
-        "--kv-cache-dtype", "bfloat16", "--disable-custom-all-reduce",
+        "--chat-template-content-format", "string", "--disable-custom-all-reduce",
         "--host", "127.0.0.1", "--port", "8001", "--enable-expert-parallel", "--max-num-seqs=64",
         "--shutdown-timeout", "120"]
     reason = shipped_profile("glm5")["compute_capability_constraints"][0]["reason"]
@@ -393,7 +392,6 @@ def test_glm5_on_compute_capability_12_every_argument_and_its_source():
         "--tool-call-parser": prof("tool_call_parser"),
         "--reasoning-parser": prof("reasoning_parser"),
         "--chat-template-content-format": prof("chat_template_content_format"),
-        "--kv-cache-dtype": prof("compute_capability_constraints[0]", reason),
         "--disable-custom-all-reduce": prof("compute_capability_constraints[0]", reason),
         "--host": {"source": "policy", "rule": "api_front", "reason": "loopback only: vllm-front listens on 0.0.0.0:8000"},
         "--port": {"source": "variable", "rule": "vllm_service_backend_port", "reason": "behind vllm-front"},
@@ -406,12 +404,12 @@ def test_glm5_on_compute_capability_12_every_argument_and_its_source():
 def test_the_compute_capability_constraint_applies_on_12_0_only():
     glm5 = shipped_profile("glm5")
     on_12 = plan(profile=glm5, facts=rtxpro_x8())
-    assert option(on_12["args"], "--kv-cache-dtype") == "bfloat16" and "--disable-custom-all-reduce" in on_12["args"]
+    assert "--kv-cache-dtype" not in on_12["args"] and "--disable-custom-all-reduce" in on_12["args"]
     assert on_12["model_settings"]["compute_capabilities"] == ["12.0"]
-    assert on_12["model_settings"]["kv_cache_dtype"] == "bfloat16"
+    assert on_12["model_settings"]["kv_cache_dtype"] == "auto"
     assert on_12["model_settings"]["disable_custom_all_reduce"] is True
     assert on_12["model_settings"]["applied"] == [
-        "compute capability 12.0: --kv-cache-dtype bfloat16, --disable-custom-all-reduce (%s)"
+        "compute capability 12.0: the KV cache dtype left to vLLM (auto), --disable-custom-all-reduce (%s)"
         % glm5["compute_capability_constraints"][0]["reason"]]
     on_9 = plan(profile=glm5, facts=h100_x8())
     assert "--kv-cache-dtype" not in on_9["args"] and "--disable-custom-all-reduce" not in on_9["args"]

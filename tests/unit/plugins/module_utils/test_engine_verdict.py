@@ -1,0 +1,178 @@
+# -*- coding: utf-8 -*-
+"""The engine check's request and verdict (module_utils/_engine/verdict.py), on the output that
+_engine/check.py printed in real vLLM 0.33.0 and 0.34.0 venvs (tests/fixtures/vllm/engine-check-*.json)."""
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import os
+
+import pytest
+
+from ansible_collections.moeops.inference.plugins.module_utils._engine import check as script
+from ansible_collections.moeops.inference.plugins.module_utils._engine import verdict as ev
+from conftest import PROFILES, REPO
+from conftest import shipped_profile as profile
+
+VLLM_FIXTURES = os.path.join(REPO, "tests", "fixtures", "vllm")
+SHIPPED = ("glm5", "kimi_k25", "minimax_m25")
+
+
+def recorded(version):
+    with open(os.path.join(VLLM_FIXTURES, "engine-check-%s.json" % version)) as f:
+        return json.load(f)
+
+
+def published_configs():
+    with open(os.path.join(VLLM_FIXTURES, "model-configs-published.json")) as f:
+        return json.load(f)["configs"]
+
+
+def shipped_request():
+    return ev.build_request({n: ("profiles/%s.yml" % n, profile(n)) for n in SHIPPED}, published_configs())
+
+
+def row(verdict, name, cc):
+    return next(r for r in verdict["rows"] if r["profile"] == name and r["compute_capability"] == cc)
+
+
+@pytest.mark.parametrize("version", ["0.33.0", "0.34.0"])
+def test_old_glm5_bf16_kv_on_12_0_is_refused_with_the_engines_reason(version):
+    verdict = ev.interpret(recorded(version))
+    assert verdict["vllm"] == version
+    problems = [p for p in verdict["problems"] if "glm5_bf16" in p]
+    assert len(problems) == 1, verdict["problems"]
+    assert problems[0].startswith("vllm_service_profile glm5_bf16 (")
+    assert ("compute_capability_constraints[0].kv_cache_dtype bfloat16 on compute capability 12.0: no vLLM attention "
+            "backend takes it (FLASHINFER_MLA_SPARSE_SM120: kv_cache_dtype not supported; TRITON_MLA: sparse not "
+            "supported); with kv_cache_dtype auto vLLM picks FLASHINFER_MLA_SPARSE_SM120, which takes auto, fp8, "
+            "fp8_e4m3, fp8_ds_mla (tensor parallel 1, 2, 4, 8)") in problems[0]
+    old = row(verdict, "glm5_bf16", "12.0")
+    assert (old["status"], old["backend"], old["kv"]) == ("problem", "none", "bfloat16 refused")
+
+
+@pytest.mark.parametrize("version", ["0.33.0", "0.34.0"])
+def test_the_fixed_glm5_and_the_other_shipped_profiles_pass(version):
+    verdict = ev.interpret(recorded(version))
+    assert not [p for p in verdict["problems"] if "glm5_bf16" not in p]
+    fixed = row(verdict, "glm5", "12.0")
+    assert (fixed["status"], fixed["backend"], fixed["kv"]) == ("ok", "FLASHINFER_MLA_SPARSE_SM120", "auto ok (-> fp8_ds_mla)")
+    assert row(verdict, "kimi_k25", "12.0")["backend"] == "TRITON_MLA"
+    assert row(verdict, "minimax_m25", "12.0")["quantization"] == "fp8 ok (min 75)"
+    assert "CompressedTensorsWNA16" in row(verdict, "kimi_k25", "9.0")["quantization"]
+    for name in SHIPPED:
+        for r in (r for r in verdict["rows"] if r["profile"] == name):
+            assert r["status"] in ("ok", "uncertain"), r
+    # The one uncertainty: a backend vLLM ranks higher could not be imported without a GPU; it is a note, never a pass.
+    assert row(verdict, "glm5", "10.0")["status"] == "uncertain"
+    assert any("CUTLASS_MLA could not be imported without a GPU" in n for n in verdict["notes"])
+
+
+def test_the_recorded_runs_checked_what_the_shipped_profiles_ask_for_now():
+    # A profile changed since the fixtures were recorded makes this fail: run engine_check.py again (its docstring).
+    request = shipped_request()
+    asked = {(p["profile"], c["compute_capability"], c["kv_cache_dtype"], tuple(c["tensor_parallel_sizes"]))
+             for p in request["profiles"] for c in p["checks"]}
+    for version in ("0.33.0", "0.34.0"):
+        got = {(r["profile"], r["compute_capability"], r["kv_cache_dtype"],
+                tuple(a["tensor_parallel_size"] for a in r["attention"]))
+               for r in recorded(version)["results"] if r["profile"] in SHIPPED}
+        assert got == asked, version
+
+
+def test_the_recorded_runs_used_the_symbols_the_script_names():
+    for version in ("0.33.0", "0.34.0"):
+        assert recorded(version)["symbols"] == ["%s:%s" % s for s in script.SYMBOLS]
+
+
+def test_build_request_applies_constraints_per_capability_and_reads_config_json():
+    specs = {p["profile"]: p for p in shipped_request()["profiles"]}
+    glm = specs["glm5"]
+    assert [c["compute_capability"] for c in glm["checks"]] == ["10.0", "12.0"]  # min_compute_capability 10.0
+    on_12 = glm["checks"][1]
+    assert (on_12["kv_cache_dtype"], on_12["kv_cache_dtype_key"]) == ("auto", "compute_capability_constraints[0].kv_cache_dtype")
+    assert glm["checks"][0]["kv_cache_dtype_key"] == "kv_cache_dtype"
+    assert (glm["attention_type"], glm["head_size"], glm["quantization_method"]) == ("sparse_mla", 576, "modelopt_fp4")
+    kimi, minimax = specs["kimi_k25"], specs["minimax_m25"]
+    assert [c["compute_capability"] for c in kimi["checks"]] == ["9.0", "10.0", "12.0"]
+    assert (kimi["head_size"], kimi["num_routed_experts"]) == (576, 384)  # text_config, as vLLM reads it
+    assert kimi["quantization_config"]["quant_method"] == "compressed-tensors"
+    assert (minimax["head_size"], minimax["num_key_value_heads"], minimax["num_routed_experts"]) == (128, 8, 256)
+    assert minimax["checks"][0]["tensor_parallel_sizes"] == list(ev.DEFAULT_TENSOR_PARALLEL_SIZES)
+
+
+def test_without_config_json_the_head_size_is_unknown_not_guessed():
+    spec = ev.build_request({"glm5": ("profiles/glm5.yml", profile("glm5"))})["profiles"][0]
+    assert spec["head_size"] is None and spec["num_routed_experts"] == 256  # the profile's count
+    assert ev.head_size("mla", {"kv_lora_rank": 512}) is None
+    assert ev.head_size("gqa", {"hidden_size": 4096, "num_attention_heads": 32}) == 128
+    assert ev.head_size("gqa", {"head_dim": 128, "hidden_size": 3072, "num_attention_heads": 48}) == 128
+
+
+def test_profile_tensor_parallel_sizes_replace_the_defaults():
+    glm = dict(profile("glm5"), tensor_parallel_sizes=[8])
+    spec = ev.build_request({"glm5": ("x.yml", glm)}, published_configs())["profiles"][0]
+    assert {tuple(c["tensor_parallel_sizes"]) for c in spec["checks"]} == {(8,)}
+
+
+def test_a_row_the_engine_did_not_check_is_never_a_pass():
+    output = copy.deepcopy(recorded("0.33.0"))
+    real = next(r for r in output["results"] if r["profile"] == "minimax_m25" and r["compute_capability"] == "12.0")
+    unknown = {k: real[k] for k in ("profile", "file", "compute_capability", "kv_cache_dtype")}
+    unknown.update(profile="new_model", attention_type="linear", checked=False,
+                   not_checked="attention type 'linear' is not one the engine check knows (gqa, mla, sparse_mla)")
+    output["results"].append(unknown)
+    verdict = ev.interpret(output)
+    r = row(verdict, "new_model", "12.0")
+    assert r["status"] == "not checked" and r["kv"] == "not checked"
+    assert any(n.startswith("vllm_service_profile new_model (") and "not checked by the engine: attention type 'linear'"
+               in n for n in verdict["notes"])
+
+
+def test_the_engine_refusing_the_quantization_and_tensor_parallel_names_the_keys():
+    output = copy.deepcopy(recorded("0.33.0"))
+    real = next(r for r in output["results"] if r["profile"] == "minimax_m25" and r["compute_capability"] == "9.0")
+    real["quantization"].update(ok=False, reason="The quantization method fp8 is not supported for the current GPU.")
+    real["tensor_parallel"][-1].update(ok=False, problems=[{"key": "num_attention_heads", "message": "not divisible"}])
+    verdict = ev.interpret(output)
+    mine = [p for p in verdict["problems"] if p.startswith("vllm_service_profile minimax_m25 (profiles/minimax_m25.yml)")]
+    assert "vllm_service_profile minimax_m25 (profiles/minimax_m25.yml) quantization_method fp8 on compute capability 9.0: " \
+           "The quantization method fp8 is not supported for the current GPU." in mine
+    assert "vllm_service_profile minimax_m25 (profiles/minimax_m25.yml) num_attention_heads at tensor parallel 8: " \
+           "not divisible" in mine
+    assert row(verdict, "minimax_m25", "9.0")["status"] == "problem"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="needs a Python without vLLM")
+def test_a_vllm_without_the_names_the_check_uses_fails_loudly(capsys):
+    # This Python has no vLLM: exactly what an upgrade that drops a name looks like to run().
+    assert script.run({"profiles": []}) == 3
+    output = ev.parse_output(capsys.readouterr().out)
+    assert output["missing"] and output["missing"][0].startswith("vllm:__version__ (")
+    verdict = ev.interpret(output)
+    assert verdict["rows"] == [] and verdict["problems"][0].startswith("the engine check did not run: vLLM None lacks")
+
+
+def test_parse_output_takes_the_prefixed_line_among_vllms_log():
+    text = "INFO vllm says hello\n" + ev.LINE_PREFIX + json.dumps({"vllm": "x", "results": []}) + "\nWARNING bye\n"
+    assert ev.parse_output(text) == {"vllm": "x", "results": []}
+    assert ev.parse_output("Traceback: boom")["error"] == "the engine check printed no result: Traceback: boom"
+    assert ev.LINE_PREFIX == script.LINE_PREFIX
+
+
+def test_table_has_a_line_per_profile_and_capability():
+    text = ev.table(ev.interpret(recorded("0.33.0")))
+    lines = text.splitlines()
+    assert lines[0] == "vLLM 0.33.0 engine check"
+    assert "| glm5_bf16 | 12.0 | problem | none | bfloat16 refused | modelopt_fp4 ok (min 75) | 1 ok, 2 ok, 4 ok, 8 ok |" in lines
+    assert "| glm5 | 12.0 | ok | FLASHINFER_MLA_SPARSE_SM120 | auto ok (-> fp8_ds_mla) | modelopt_fp4 ok (min 75) | " \
+           "1 ok, 2 ok, 4 ok, 8 ok |" in lines
+    assert len([line for line in lines if line.startswith("| ") and "---" not in line]) == 1 + 10
+
+
+def test_shipped_profiles_name_what_the_check_needs():
+    for name in SHIPPED:
+        p = profile(name)
+        assert p["attention_type"] in script.ATTENTION_TYPES and p["num_routed_experts"] > 0 and p["quantization_method"]
+    assert os.path.isdir(PROFILES)
