@@ -47,7 +47,7 @@ class ActionModule(ActionBase):
         planned = role_plan.plan_role(role, spec, values, sorted(task_vars), specs.spec_roles(), args["context"],
                                       plan=args["plan"])
         result.update(changed=False, plan=planned["plan"], problems=planned["problems"], outcome=planned["outcome"],
-                      checked=sorted(values), values=planned["values"])
+                      checked=sorted(values), inputs=planned["values"])
         # Ansible shows these as [WARNING] lines; the list stays in the result for reports (the preflight role).
         result["warnings"] = list(planned["warnings"])
         result["plan_warnings"] = list(planned["warnings"])

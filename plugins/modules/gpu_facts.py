@@ -263,7 +263,7 @@ ansible_facts:
               elements: dict
         host:
           description:
-            - The PCIe peer-to-peer readiness of the host, as C(plugins/module_utils/pcie_host.py)'s C(read_host) gives
+            - The PCIe peer-to-peer readiness of the host, as C(plugins/module_utils/_facts/pcie_host.py)'s C(read_host) gives
               it - C(cmdline), C(iommu), C(uvm), C(aspm), C(pcie_port_pm), C(gpus) (each with its link, IOMMU group,
               BAR1 and the bridges above it with their ACS bits) and C(unavailable) (every field not read, and why).
             - The reference is C(docs/pcie-host-facts.md).

@@ -13,7 +13,7 @@ description:
   - Reads the role's options from its C(meta/argument_specs.yml) and takes the value of each as Ansible templates it
     for the host (a role that is not running, as the preflight role plans them, gets its C(defaults/main.yml)).
   - Converts every value by its declared type, the way the spec's own validation does, and returns the converted
-    values; the role uses them. C(-e x=false) is the string C("false"), which Jinja takes as true; converted, it is
+    values as RV(inputs); the role uses them. C(-e x=false) is the string C("false"), which Jinja takes as true; converted, it is
     false.
   - Refuses what the rules refuse, all at once, each message naming the variable - the spec's own type check, no line
     break (newline, carriage return or NUL) in any string, strict integers, booleans and ports, lists and dicts not
@@ -92,8 +92,10 @@ plan:
   description: What the role will render and run (its keys are the role's own); null when a rule refused an input.
   returned: always
   type: dict
-values:
-  description: Every option's value, converted by its declared type (no_log values masked).
+inputs:
+  description:
+    - Every option's value, converted by its declared type (no_log values masked).
+    - Named C(inputs), not C(values), so that C(result.inputs.x) reaches it in Jinja (C(values) is a mapping's method).
   returned: always
   type: dict
 problems:

@@ -11,7 +11,7 @@ tests/fixtures/vllm/routes-0.33.0-generate.json). So a server that listens beyon
 (nginx, the distribution's own package): vLLM moves to loopback, and the front passes an explicit
 allowlist, ``/health``, and ``/metrics`` from listed networks only; the rest gets 404.
 
-Pure: no I/O. The vllm_service plan (module_utils/vllm_service_plan.py) calls `front()`; the role's
+Pure: no I/O. The vllm_service plan (module_utils/_roles/vllm_service/unit.py) calls `front()`; the role's
 templates render what it returns; tests call it directly.
 """
 

@@ -56,7 +56,7 @@ def start_decision(start: str, hardware: bool, backend: str, engine: str = "cuda
 
 def canary(enabled: bool, started: bool, profile: Mapping[str, Any], front_plan: Mapping[str, Any], host: str,
            port: int) -> Dict[str, Any]:
-    """The generation canary after /health (module vllm_canary, rules in module_utils/_canary.py): the profile's
+    """The generation canary after /health (module vllm_canary, rules in module_utils/_policy/canary.py): the profile's
     question, asked the way clients ask it: through the front where there is one (its certificate names the host's
     public name, not loopback, so it is not verified on this hop), else vLLM itself."""
     plan = dict(model_profile.canary(profile), run=False, why="")
