@@ -12,7 +12,7 @@ version_added: 0.2.0
 description:
   - The host checks of the preflight role, the ones that read the node. Every other rule is a role's own, applied by
     M(moeops.inference.role_plan) (the preflight role runs it for every role and reports everything at once).
-  - Checks the distribution (Ubuntu 22.04/24.04, Debian 12/13) and, when O(check_disk), the free space where the
+  - Checks the distribution (Ubuntu 22.04/24.04, Debian 12/13) and, as O(disk_check) says, the free space where the
     weights will live, counting what is already there. Reads a C(config.json) found there, for the model's dimensions.
   - Changes nothing. The pure checks live in C(plugins/module_utils/_roles/preflight.py).
 author:

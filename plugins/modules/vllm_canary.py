@@ -55,9 +55,8 @@ options:
     type: dict
     default: {}
   api_key:
-    description: The API key, sent as a bearer token. Never returned.
+    description: The API key, sent as a bearer token. Never returned, never logged.
     type: str
-    no_log: true
   api_key_file:
     description: A file on the host that holds the API key (used when O(api_key) is not given).
     type: path
@@ -145,7 +144,7 @@ def main():
             url=dict(type="str", required=True),
             model=dict(type="str", required=True),
             prompt=dict(type="str", required=True),
-            max_tokens=dict(type="int", default=32),
+            max_tokens=dict(type="int", default=32, no_log=False),
             expect=dict(type="str", default=""),
             chat_template_kwargs=dict(type="dict", default={}),
             api_key=dict(type="str", no_log=True),

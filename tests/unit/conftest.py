@@ -38,6 +38,7 @@ def pytest_configure(config):
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     _AnsibleCollectionFinder(paths=[os.path.join(root, "collections")])._install()
 
+
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "gpu")
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # The collection's model profiles: profiles/<name>.yml, each file the profile mapping itself.

@@ -51,7 +51,7 @@ def main():
         except Exception as err:  # pylint: disable=broad-except  # recorded: the test fails on it
             one["error"] = repr(err)
 
-    workers = [threading.Thread(target=stream) for _ in range(count)]
+    workers = [threading.Thread(target=stream) for _index in range(count)]
     for worker in workers:
         worker.start()
     time.sleep(1)

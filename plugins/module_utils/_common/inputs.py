@@ -213,8 +213,6 @@ def no_whitespace(name: str, value: Any) -> Problems:
     return []
 
 
-
-
 def matches(name: str, value: Any, pattern: str, what: str) -> Problems:
     if isinstance(value, str) and not re.match(pattern, value):
         return ["%s must be %s, got %r" % (name, what, value)]

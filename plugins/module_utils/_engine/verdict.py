@@ -248,7 +248,7 @@ def table(verdict: Mapping[str, Any]) -> str:
     """The rows as a Markdown table, with the vLLM version on top."""
     lines = ["vLLM %s engine check" % verdict.get("vllm"), "",
              "| %s |" % " | ".join(title for _key, title in TABLE_COLUMNS),
-             "| %s |" % " | ".join("---" for _ in TABLE_COLUMNS)]
+             "| %s |" % " | ".join("---" for _column in TABLE_COLUMNS)]
     for row in verdict.get("rows") or []:
         lines.append("| %s |" % " | ".join(str(row.get(key, "")) for key, _title in TABLE_COLUMNS))
     return "\n".join(lines)

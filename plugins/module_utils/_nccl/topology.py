@@ -109,7 +109,7 @@ def cpumap(cpus: Set[int], highest: int = 0) -> str:
 
     Wide enough for CPU ``highest`` too, so that every NUMA node's map has as many words, as sysfs writes them.
     """
-    words = max(max(cpus), highest) // 32 + 1
+    words = max([*cpus, highest]) // 32 + 1
     mask = sum(1 << cpu for cpu in cpus)
     return ",".join("%08x" % (mask >> (32 * w) & 0xFFFFFFFF) for w in reversed(range(words)))
 
@@ -527,6 +527,6 @@ def compare(generated: str, dumped: str) -> Dict[str, Any]:
     for bus in sorted(set(theirs["pci"]) - set(mine["pci"])):
         node = theirs["pci"][bus]
         kind = "gpu" if node["gpu"] is not None else ("nic %s" % ",".join(n for n in node["nics"] if n)
-                                                       if node["nics"] else "pci")
+                                                      if node["nics"] else "pci")
         only.append("%s %s (cpu %s, class %s)" % (kind, bus, node["cpu"], node["attrs"].get("class")))
     return {"matched": matched, "differed": differed, "only_in_dump": only, "added_by_nccl": added}

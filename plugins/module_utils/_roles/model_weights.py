@@ -23,11 +23,11 @@ REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 def input_problems(v: Mapping[str, Any]) -> List[str]:
     source = v.get("model_weights_source")
     problems = (inputs.number_in("model_weights_download_timeout", v.get("model_weights_download_timeout"), 0,
-                             inputs.SYSTEMD_MAX_SECONDS, what="a positive number of seconds")
+                                 inputs.SYSTEMD_MAX_SECONDS, what="a positive number of seconds")
                 + inputs.number_in("model_weights_poll_interval", v.get("model_weights_poll_interval"), 0, 86400,
-                             what="a positive number of seconds")
+                                   what="a positive number of seconds")
                 + inputs.number_in("model_weights_max_workers", v.get("model_weights_max_workers"), 0, 1024,
-                             what="a positive number of parallel downloads"))
+                                   what="a positive number of parallel downloads"))
     if source == "local" and not v.get("model_weights_local_path"):
         problems.append("model_weights_source local needs model_weights_local_path (the absolute directory of the weights)")
     if source in ("http", "rsync") and not v.get("model_weights_mirror_url"):
@@ -38,7 +38,6 @@ def input_problems(v: Mapping[str, Any]) -> List[str]:
     if source == "rsync" and isinstance(url, str) and url and not re.match(r"^rsync://|^[^/:]+::", url):
         problems.append("model_weights_source rsync needs an rsync:// model_weights_mirror_url, got %r" % url)
     return problems
-
 
 
 def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:

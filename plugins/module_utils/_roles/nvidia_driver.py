@@ -231,7 +231,7 @@ def check_driver(facts: Mapping[str, Any], planned_branch: Optional[int], instal
 
 def input_problems(v: Mapping[str, Any]) -> List[str]:
     problems = inputs.matches("nvidia_driver_branch", None if v.get("nvidia_driver_branch") is None
-                        else str(v.get("nvidia_driver_branch")), r"^[0-9]{3}$", "a driver branch such as 580")
+                              else str(v.get("nvidia_driver_branch")), r"^[0-9]{3}$", "a driver branch such as 580")
     if v.get("nvidia_driver_source") == "mirror":
         url, keyring = v.get("nvidia_driver_mirror_url"), v.get("nvidia_driver_mirror_signed_by")
         if not (isinstance(url, str) and re.match(r"^(https?|file)://", url)):
@@ -241,7 +241,6 @@ def input_problems(v: Mapping[str, Any]) -> List[str]:
             problems.append("nvidia_driver_source mirror needs nvidia_driver_mirror_signed_by (the absolute path of the "
                             "mirror's keyring), got %r" % keyring)
     return problems
-
 
 
 def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:

@@ -20,6 +20,5 @@ def input_problems(v: Mapping[str, Any]) -> List[str]:
                if v.get("nvidia_persistenced_package") == "" else []))
 
 
-
 def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
     return {"plan": {}, "outcome": ""}

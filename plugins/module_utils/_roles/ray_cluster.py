@@ -27,9 +27,9 @@ def input_problems(v: Mapping[str, Any]) -> List[str]:
             + inputs.host("ray_cluster_dashboard_host", v.get("ray_cluster_dashboard_host"))
             + (["ray_cluster_ray_extras must be Ray extras such as default, got %r" % bad] if bad else [])
             + inputs.number_in("ray_cluster_join_timeout", v.get("ray_cluster_join_timeout"), 0, inputs.SYSTEMD_MAX_SECONDS,
-                         what="a positive number of seconds")
+                               what="a positive number of seconds")
             + inputs.number_in("ray_cluster_clock_skew_max", v.get("ray_cluster_clock_skew_max"), 0, 3600,
-                         what="a positive number of seconds")
+                               what="a positive number of seconds")
             + inputs.env_mapping("ray_cluster_nccl_overrides", v.get("ray_cluster_nccl_overrides"), allow_null=True)
             + inputs.env_mapping("ray_cluster_environment", v.get("ray_cluster_environment"), allow_null=False))
 

@@ -1,8 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, moeops.inference contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The vllm role's rules and plan: which build of vLLM, at which version, and how to install and verify it. Private to the collection: the role_plan action (module_utils/_common/plan.py) applies them to the role's
-converted values."""
+"""The vllm role's rules and plan: which build of vLLM, at which version, and how to install and verify it.
+Private to the collection: the role_plan action (module_utils/_common/plan.py) applies them to the role's converted
+values."""
 
 from __future__ import annotations
 

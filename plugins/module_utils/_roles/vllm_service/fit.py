@@ -165,8 +165,6 @@ def check_tensor_parallel(tp: Any, gpu_count: int, dims: Mapping[str, Any], prof
     return _result(problems)
 
 
-
-
 def model_fit(profile: Mapping[str, Any], facts: Mapping[str, Any], tp: int, gpu_memory_utilization: float,
               extra_args: List[str], config: Optional[Mapping[str, Any]], required: Optional[bool],
               engine: str) -> Result:

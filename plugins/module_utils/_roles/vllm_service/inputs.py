@@ -49,7 +49,6 @@ SystemCallFilter TemporaryFileSystem UMask
 """.split())
 
 
-
 def extra_args_problems(name: str, value: Any) -> List[str]:
     if not isinstance(value, list):
         return []
@@ -74,7 +73,6 @@ def hardening_override_problems(name: str, value: Any) -> List[str]:
             % (name, key) for key in sorted(value, key=str) if key not in HARDENING_DIRECTIVES]
 
 
-
 def _front(v: Mapping[str, Any]) -> List[str]:
     """The API front's inputs, by the front's own rules (api_front): they are written into nginx's configuration."""
     port, backend = v.get("vllm_service_port"), v.get("vllm_service_backend_port")
@@ -87,12 +85,12 @@ def _front(v: Mapping[str, Any]) -> List[str]:
     return (problems
             + inputs.number_in("vllm_service_backend_port", backend, 0, 65535, what="a TCP port in 1-65535 (null: the port + 1)")
             + inputs.number_in("vllm_service_shutdown_timeout", v.get("vllm_service_shutdown_timeout"), 0,
-                         inputs.SYSTEMD_MAX_SECONDS - api_front.STOP_MARGIN_S, low_open=False,
-                         what="0 or more seconds, below %d" % (inputs.SYSTEMD_MAX_SECONDS - api_front.STOP_MARGIN_S))
+                               inputs.SYSTEMD_MAX_SECONDS - api_front.STOP_MARGIN_S, low_open=False,
+                               what="0 or more seconds, below %d" % (inputs.SYSTEMD_MAX_SECONDS - api_front.STOP_MARGIN_S))
             + inputs.number_in("vllm_service_front_read_timeout", v.get("vllm_service_front_read_timeout"), 0,
-                         inputs.SYSTEMD_MAX_SECONDS, what="a positive number of seconds")
+                               inputs.SYSTEMD_MAX_SECONDS, what="a positive number of seconds")
             + inputs.number_in("vllm_service_front_retry_after", v.get("vllm_service_front_retry_after"), 0, 86400,
-                         what="a positive number of seconds, at most a day"))
+                               what="a positive number of seconds, at most a day"))
 
 
 def input_problems(v: Mapping[str, Any]) -> List[str]:
@@ -102,26 +100,24 @@ def input_problems(v: Mapping[str, Any]) -> List[str]:
             + inputs.no_whitespace("vllm_service_api_key", v.get("vllm_service_api_key"))
             + inputs.no_whitespace("vllm_service_hf_token", v.get("vllm_service_hf_token"))
             + inputs.number_in("vllm_service_max_exposure", v.get("vllm_service_max_exposure"), 0, 10, low_open=False,
-                         what="between 0 and 10, as systemd-analyze security counts (null: no limit)")
+                               what="between 0 and 10, as systemd-analyze security counts (null: no limit)")
             + inputs.number_in("vllm_service_health_poll_interval", v.get("vllm_service_health_poll_interval"), 0, 3600,
-                         what="a positive number of seconds")
+                               what="a positive number of seconds")
             + inputs.number_in("vllm_service_weights_read_mb_per_s", v.get("vllm_service_weights_read_mb_per_s"), 0, 10 ** 6,
-                         what="a positive read rate in MB/s")
+                               what="a positive read rate in MB/s")
             + inputs.number_in("vllm_service_gpu_memory_utilization", v.get("vllm_service_gpu_memory_utilization"), 0, 1,
-                         what="above 0 and at most 1 (null takes the profile's)")
+                               what="above 0 and at most 1 (null takes the profile's)")
             + inputs.number_in("vllm_service_max_model_len", v.get("vllm_service_max_model_len"), 0, 2 ** 31,
-                         what="a positive number of tokens (null takes the profile's)")
+                               what="a positive number of tokens (null takes the profile's)")
             + inputs.number_in("vllm_service_health_timeout", v.get("vllm_service_health_timeout"), 0, inputs.SYSTEMD_MAX_SECONDS,
-                         what="a positive number of seconds below %d (null sizes it from the weights)"
-                         % inputs.SYSTEMD_MAX_SECONDS)
+                               what="a positive number of seconds below %d (null sizes it from the weights)"
+                               % inputs.SYSTEMD_MAX_SECONDS)
             + inputs.number_in("vllm_service_restart_sec", v.get("vllm_service_restart_sec"), 0, inputs.SYSTEMD_MAX_SECONDS,
-                         low_open=False, what="0 or more seconds, below %d" % inputs.SYSTEMD_MAX_SECONDS)
+                               low_open=False, what="0 or more seconds, below %d" % inputs.SYSTEMD_MAX_SECONDS)
             + inputs.number_in("vllm_service_tensor_parallel_size", v.get("vllm_service_tensor_parallel_size"), 0, 1024,
-                         what="a positive number of GPUs (null takes the policy's)")
+                               what="a positive number of GPUs (null takes the policy's)")
             + inputs.env_mapping("vllm_service_nccl_overrides", v.get("vllm_service_nccl_overrides"), allow_null=True)
             + inputs.env_mapping("vllm_service_environment", v.get("vllm_service_environment"), allow_null=False)
             + inputs.env_mapping("vllm_service_ray_environment", v.get("vllm_service_ray_environment"), allow_null=False)
             + extra_args_problems("vllm_service_extra_args", v.get("vllm_service_extra_args"))
             + hardening_override_problems("vllm_service_hardening_overrides", v.get("vllm_service_hardening_overrides")))
-
-

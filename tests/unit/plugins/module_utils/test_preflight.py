@@ -58,8 +58,8 @@ def test_glm5_memory_floor_on_rtx_pro_6000(gpus, fits):
     glm5 = profile("glm5")
     dims = {"num_attention_heads": glm5["num_attention_heads"], "num_key_value_heads": glm5["num_key_value_heads"]}
     result = pf_fit.check_memory(facts("rtxpro6000-x8-2numa"), gpus, glm5["gpu_memory_utilization"],
-                             glm5["min_gpu_memory_gb"], glm5["name"],
-                             lambda n: pf_fit.tensor_parallel_refusals(n, dims, glm5))
+                                 glm5["min_gpu_memory_gb"], glm5["name"],
+                                 lambda n: pf_fit.tensor_parallel_refusals(n, dims, glm5))
     assert (result["problems"] == []) is fits
     if not fits:
         assert result["problems"][0].endswith(
@@ -73,7 +73,7 @@ def test_memory_advice_without_a_size_the_model_allows():
     p = dict(profile("minimax_m25"), tensor_parallel_sizes=[4, 8], min_gpu_memory_gb=800)
     dims = {"num_attention_heads": 48, "num_key_value_heads": 8}
     problems = pf_fit.check_memory(facts("rtxpro6000-x8-2numa"), 8, 0.9, 800, p["name"],
-                               lambda n: pf_fit.tensor_parallel_refusals(n, dims, p))["problems"]
+                                   lambda n: pf_fit.tensor_parallel_refusals(n, dims, p))["problems"]
     assert problems[0].endswith(
         "9 such GPUs would hold it, but no tensor-parallel size from 9 up suits the model (at 9 it does not divide "
         "the model's 48 attention heads and cannot split or replicate its 8 key/value heads evenly and is not one of "
@@ -81,7 +81,7 @@ def test_memory_advice_without_a_size_the_model_allows():
     # Without the head rule and the size list, any count will do.
     plain = dict(p, tensor_parallel_sizes=[], tensor_parallel_divides_attention_heads=False)
     assert pf_fit.check_memory(facts("rtxpro6000-x8-2numa"), 8, 0.9, 800, p["name"],
-                           lambda n: pf_fit.tensor_parallel_refusals(n, dims, plain))["problems"][0].endswith(
+                               lambda n: pf_fit.tensor_parallel_refusals(n, dims, plain))["problems"][0].endswith(
         "Use at least 9 such GPUs (tensor parallel), or a smaller model/quantization.")
 
 

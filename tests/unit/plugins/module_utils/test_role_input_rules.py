@@ -202,7 +202,7 @@ def test_a_secret_is_checked_but_never_quoted():
     assert said and all("hf_x" not in p and "ExecStartPre" not in p for p in said), said
     # redact itself: the no_log option's value, quoted or bare, becomes asterisks; other values stay.
     assert redact(["a: got 'sk-1'", "b sk-1 c", "port 8000"], {"k": {"no_log": True}, "p": {}},
-                     {"k": "sk-1", "p": "8000"}) == ["a: got '********'", "b ******** c", "port 8000"]
+                  {"k": "sk-1", "p": "8000"}) == ["a: got '********'", "b ******** c", "port 8000"]
 
 
 def test_the_hardening_allowlist_is_documented_as_it_is():
