@@ -422,16 +422,21 @@ def fingerprint_lines(fp: Mapping[str, Any]) -> List[str]:
     c = fp.get("components") or {}
     nccl = c.get("nccl_environment") or {}
     gate = c.get("p2p_gate") or {}
+    passed = gate.get("passed")
+    if passed is None:
+        why = str(gate.get("why", "?"))
+        shown = "none recorded (%s)" % ("no record file" if "No such file" in why else why)
+    else:
+        shown = "passed" if passed else "FAILED"
+    env = "; ".join("%s=%s from %s%s" % (k, v["value"], v["source"], (":" + v["rule"]) if v.get("rule") else "")
+                    for k, v in sorted(nccl.items()))
     return [
         "fingerprint %s: %s (%s), driver %s, CUDA %s, NCCL %s" % (
             fp.get("id"), c.get("vllm_package"), c.get("engine"), c.get("driver_version"), c.get("cuda_version"),
             c.get("nccl_version")),
         "  %s, interconnect %s; profile %s; moeops.inference %s; P2P gate %s" % (
-            c.get("gpus"), c.get("topology"), c.get("profile"), c.get("collection_version"),
-            {True: "passed", False: "FAILED"}.get(gate.get("passed"), "none recorded (%s)" % (
-                "no record file" if "No such file" in str(gate.get("why")) else gate.get("why", "?")))),
-        "  NCCL %s" % ("; ".join("%s=%s from %s%s" % (k, v["value"], v["source"], (":" + v["rule"]) if v.get("rule") else "")
-                                  for k, v in sorted(nccl.items())) or "(none)"),
+            c.get("gpus"), c.get("topology"), c.get("profile"), c.get("collection_version"), shown),
+        "  NCCL %s" % (env or "(none)"),
     ]
 
 

@@ -590,7 +590,7 @@ def main():
             num_warmups=dict(type="int"),
             url=dict(type="str"),
             model=dict(type="str"),
-            tokenizer=dict(type="str"),
+            tokenizer=dict(type="str", no_log=False),
             venv=dict(type="path"),
             user=dict(type="str"),
             api_key_file=dict(type="path"),

@@ -61,7 +61,7 @@ done
 record=$(grep -o "record $store/[0-9a-f]\{16\}/[0-9TZ]*\.json" "$work/real.log" | head -n1 | cut -d' ' -f2)
 [ -n "$record" ] || { echo "no record path in the output"; tail -40 "$work/real.log"; exit 1; }
 # What the play showed: the record, the fingerprint, the table, the comparison and the community floors.
-sed -n '/^TASK \[Show the fingerprint/,/^TASK/p' "$work/real.log" | sed -n '/^    msg: |-$/,/^$/p' | sed '1d;s/^        //'
+sed -n '/^TASK \[Show the fingerprint/,/^TASK \[Fail/p' "$work/real.log" | sed '1,/^    msg: |-$/d;/^TASK/d;s/^        //' | sed '$d'
 grep -qE '^ +scenario +output tok/s +TTFT p50 ms +TTFT p99 ms +ITL p50 ms +ITL p99 ms +req/s$' "$work/real.log"
 for s in latency throughput cold_prefill; do
   grep -qE "^ +$s( +[0-9.]+){6}$" "$work/real.log" || { echo "no table row for $s"; exit 1; }
@@ -115,6 +115,7 @@ grep -q "(FABRICATED: written by tests/integration/62-benchmark.sh" "$work/slow.
 grep -q 'BENCHMARK REGRESSION on .* above 25%: latency output tok/s .* FAIL (regression 33.3% > 25%)' "$work/slow.log" \
   || { tail -40 "$work/slow.log"; exit 1; }
 grep -E '(FAIL|WARN|ok)( \(regression|$)' "$work/slow.log" | sed 's/^ *//' | head -n 12
+sed -n '/^fatal: /,/^$/p' "$work/slow.log"
 adhoc -m ansible.builtin.file -a "path=$slow state=absent" > /dev/null
 
 # 3. 15% worse everywhere: a warning only.

@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 # -*- coding: utf-8 -*-
 """Write a FABRICATED benchmark record beside a real one, for 62-benchmark.sh: a copy of the real record with every
 throughput divided by THROUGHPUT_DIV and every latency multiplied by LATENCY_MUL, named

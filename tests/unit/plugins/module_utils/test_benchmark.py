@@ -205,6 +205,23 @@ def test_the_fingerprint_names_the_software_the_box_and_where_nccl_values_come_f
     assert c["serve_args"][0] == "serve" and "--max-model-len" in c["serve_args"]
 
 
+def test_the_p2p_gates_result_is_part_of_the_fingerprint():
+    service = copy.deepcopy(fixture(SERVICE))
+    service["p2p_gate"] = {"at": "2026-12-04T09:00:00Z", "passed": True, "message": "P2P gate passed in 2.1 s",
+                           "world_size": 8, "backend": "nccl", "seconds": 2.1, "steps": []}
+    c = bench.fingerprint_components(service, seed_facts(), None, {}, {}, "kimi-k2.5-int4", "0.1.0")
+    assert c["p2p_gate"] == {"passed": True, "at": "2026-12-04T09:00:00Z", "message": "P2P gate passed in 2.1 s",
+                             "world_size": 8, "backend": "nccl"}
+    assert "P2P gate passed" in bench.fingerprint_lines(bench.fingerprint(c))[1]
+    later = copy.deepcopy(c)
+    later["p2p_gate"]["at"] = "2026-12-05T09:00:00Z"
+    assert bench.fingerprint(later)["id"] == bench.fingerprint(c)["id"]
+    failed = copy.deepcopy(c)
+    failed["p2p_gate"]["passed"] = False
+    assert bench.fingerprint(failed)["id"] != bench.fingerprint(c)["id"]
+    assert "P2P gate FAILED" in bench.fingerprint_lines(bench.fingerprint(failed))[1]
+
+
 def test_cuda_and_nccl_versions_come_from_the_venvs_torch_on_a_cuda_engine():
     got, where = bench.versions("cuda", seed_facts(), {"torch": "2.10.0", "cuda": "12.9", "nccl": "2.27.5"})
     assert (got["cuda_version"], got["nccl_version"]) == ("12.9", "2.27.5")

@@ -12,7 +12,6 @@ import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.moeops.inference.plugins.module_utils import _benchmark as bench
 from ansible_collections.moeops.inference.plugins.modules import vllm_benchmark
 from conftest import ExitJson, FailJson
 
