@@ -318,6 +318,14 @@ record:
   description: The record as written.
   returned: step is record and not check mode
   type: dict
+fabricated:
+  description: The compared record's C(fabricated) note (a record a test made), null for a real one.
+  returned: step is compare
+  type: str
+msg:
+  description: In check mode, what a run would write.
+  returned: step is record and check mode
+  type: str
 """
 
 import json
