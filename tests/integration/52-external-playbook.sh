@@ -96,8 +96,9 @@ refused() {  # label, the words the refusal must hold (one per argument until --
 refused tp3_minimax "vllm_service_tensor_parallel_size 3" "8 key/value heads" -- \
   -e vllm_service_profile=minimax_m25 -e vllm_service_tensor_parallel_size=3
 refused removed_name "moeops_model was removed" "vllm_service_profile" -- -e moeops_model=kimi_k25
-# No GPUs read: NVML on a node without the NVIDIA driver reads none; nothing said the GPUs are not needed.
-refused no_gpus "no NVIDIA GPU could be read" "gpu_facts_required false" -- -e gpu_facts_backend=nvml
+# No GPUs read: auto (NVML, else nvidia-smi) on a node without the NVIDIA driver reads none; nothing said the GPUs
+# are not needed.
+refused no_gpus "no NVIDIA GPU could be read" "gpu_facts_required false" -- -e gpu_facts_backend=auto
 
 # One knob, changed once: the unit and nothing else (no prediction or backup counted), with the role's own outcome
 # line; the misspelt variable beside it is warned about with the name it resembles, and has no effect.
