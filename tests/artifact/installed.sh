@@ -14,7 +14,7 @@ py=$(command -v python3)
 cd "$work"
 unset ANSIBLE_CONFIG
 export ANSIBLE_COLLECTIONS_PATH=$installed
-echo "$(ansible --version | head -n1) on Python $(python3 -V | cut -d' ' -f2), from $work"
+echo "$(ansible --version | sed -n 1p) on Python $(python3 -V | cut -d' ' -f2), from $work"
 
 # 0. The collection resolves to the installed copy, and every shipped playbook parses.
 where=$(ansible-galaxy collection list moeops.inference --format json | python3 -c 'import json,sys; print(*json.load(sys.stdin))')
