@@ -18,7 +18,8 @@ molecule destroy -s ray_cluster
 molecule test -s ray_cluster --destroy never
 echo "ray_cluster: two-node cluster verified after $((SECONDS - start)) s"
 # The firewall (ray_cluster_firewall: true): from a container on the same network that is no member, the head's GCS
-# port, its object manager, a worker port and an ephemeral port time out (dropped); the member worker connects.
+# port, its object manager, Ray Client's server (10001: `ray start --head` opens it whenever grpc imports, with the
+# role's own arguments), a worker port and an ephemeral port time out (dropped); the member worker connects.
 head=moeops-ray-head$suffix worker=moeops-ray-worker$suffix
 podman run -d --rm --name "$outsider" --network "moeops-ray$suffix" localhost/moeops-node:bookworm sleep 900 >/dev/null
 head_ip=$(podman exec "$head" python3 -c "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.connect(('10.255.255.255', 1)); print(s.getsockname()[0])")
@@ -46,14 +47,14 @@ for port in sys.argv[2:]:
         out.append('%s %s' % (port, exc))
 print('; '.join(out))" "$head_ip" "$@"
 }
-from_outsider=$(probe "$outsider" 6379 8076 "$worker_port" "$ephemeral_port")
-from_worker=$(probe "$worker" 6379 8076 "$worker_port" "$ephemeral_port")
+from_outsider=$(probe "$outsider" 6379 8076 10001 "$worker_port" "$ephemeral_port")
+from_worker=$(probe "$worker" 6379 8076 10001 "$worker_port" "$ephemeral_port")
 echo "FIREWALL head $head_ip from the non-member: $from_outsider"
 echo "FIREWALL head $head_ip from the member worker: $from_worker"
-[ "$from_outsider" = "6379 timed out; 8076 timed out; $worker_port timed out; $ephemeral_port timed out" ] ||
+[ "$from_outsider" = "6379 timed out; 8076 timed out; 10001 timed out; $worker_port timed out; $ephemeral_port timed out" ] ||
   { echo "the firewall let a non-member in"; exit 1; }
-[ "$from_worker" = "6379 connected; 8076 connected; $worker_port connected; $ephemeral_port connected" ] ||
-  { echo "the firewall shut a member out"; exit 1; }
+[ "$from_worker" = "6379 connected; 8076 connected; 10001 connected; $worker_port connected; $ephemeral_port connected" ] ||
+  { echo "the firewall shut a member out (10001: Ray Client's server, which Ray opens on the head)"; exit 1; }
 # A port outside every range (22, nothing listens) is not dropped: the outsider gets the kernel's refusal at once.
 outside=$(probe "$outsider" 22)
 echo "FIREWALL head $head_ip port 22 from the non-member: $outside"
@@ -109,5 +110,8 @@ check_refused '{"ray_cluster_environment": {"GLOO_X": "a\nExecStartPre=/bin/id"}
   "ray_cluster: ray_cluster_environment.GLOO_X contains a newline" \
   "ray_cluster: ray_cluster_service_name must be a systemd unit name" \
   "vllm_service: vllm_service_extra_args[0] --host: set vllm_service_host instead"
+# A worker range that holds the SSH port: the firewall would drop SSH from the controller (issue 28).
+check_refused '{"ray_cluster_min_worker_port": 1, "ray_cluster_max_worker_port": 1024}' \
+  "ray_cluster: ray_cluster_min_worker_port..ray_cluster_max_worker_port (1-1024) contains the SSH port (ansible_port), 22"
 rm -f "$out" "$gen"
-echo "ray_cluster: three bad inputs refused on every host before any change; both runs in $((SECONDS - bad)) s"
+echo "ray_cluster: four bad inputs refused on every host before any change; three runs in $((SECONDS - bad)) s"

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shlex
+import time
 
 testinfra = importlib.import_module("testinfra")
 
@@ -23,6 +24,7 @@ FIRST, SECOND = NODES
 CA = "/etc/moeops-test-tls/front.crt"
 PROBE = "python3 /usr/local/lib/moeops-test/http_probe.py"
 FRONT_UNIT = "/etc/systemd/system/vllm-front.service"
+FRONT_DROPIN = "/etc/systemd/system/vllm-front.service.d/moeops-reloadable.conf"
 GIVEN_KEY = "sk-SAFETYgivenKey-9876543210-SECRET"
 # The front's allowlist (the role's default, api_front.DEFAULT_ROUTES) and /health.
 ALLOWED = {("GET", "/health"), ("GET", "/v1/models"), ("POST", "/v1/chat/completions"), ("POST", "/v1/completions"),
@@ -124,10 +126,15 @@ def test_tls_verified_plain_http_refused_and_no_tls_on_the_other_node():
     assert answers[1]["status"] is None and "CERTIFICATE_VERIFY_FAILED" in answers[1]["error"]
     assert answers[2]["status"] == 400
     assert answers[3]["status"] == 200  # the second node's front: no TLS asked for, plain HTTP
-    # The key file stays root-only on disk; systemd hands a copy to the front (LoadCredential).
+    # The key file stays root-only on disk; the unit copies it, as root, into the front's runtime directory at every
+    # start and reload, readable by the front's user only.
     key = node(FIRST).file("/etc/moeops-test-tls/front.key")
     assert (key.user, key.mode) == ("root", 0o600)
-    assert "LoadCredential=tls.key:/etc/moeops-test-tls/front.key" in node(FIRST).file(FRONT_UNIT).content_string
+    dropin = node(FIRST).file(FRONT_DROPIN).content_string.splitlines()
+    copy = "+/usr/bin/install -m 0400 -o vllm-front -g vllm-front -T /etc/moeops-test-tls/front.key /run/vllm-front/tls.key"
+    assert "ExecStartPre=" + copy in dropin and "ExecReload=" + copy in dropin
+    running = node(FIRST).file("/run/vllm-front/tls.key")
+    assert (running.user, running.mode) == ("vllm-front", 0o400)
 
 
 def test_front_is_hardened_under_its_own_user():
@@ -148,3 +155,124 @@ def test_front_is_hardened_under_its_own_user():
         # The distribution's nginx.service (its default site on port 80) stays off.
         assert h.run("systemctl is-enabled nginx.service").stdout.strip() != "enabled"
         assert h.run("systemctl is-active nginx.service").stdout.strip() != "active"
+
+
+# --------------------------------------------------------------------------- issue 28: what the front lets through
+
+# The front's own 400s (templates/front.nginx.conf.j2).
+NOT_NORMAL = '{"error": "the request path must be in normal form: no . or .. segments, no //, no %-escapes"}\n'
+HTTP_09 = '{"error": "HTTP/1.0 or HTTP/1.1 only"}\n'
+# Targets that nginx normalises to another path: each must get the front's 400 and never reach vLLM. {m}: a route
+# of the allowlist, {x}: one that is not.
+ODD_TARGETS = [
+    "/metrics/../v1/models", "/metrics/../health", "/metrics/%2e%2e/v1/models", "/metrics/%2E%2E/v1/models",
+    "/metrics/..%2Fv1/models", "/metrics/..%2fhealth", "/metrics/./../v1/models", "/v1/models/../../metrics",
+    "/v1/models/..", "/v1/./models", "/./v1/models", "//v1/models", "/v1//models", "//metrics", "/v1/models//",
+    "/v1%2Fmodels", "/%76%31/models", "/v1/model%73", "/health/../metrics", "/health/%2e%2e/metrics",
+    "/v1/responses/../../metrics", "/v1/responses/resp_1/..%2f..%2f..%2fmetrics",
+]
+
+
+def fronts():
+    """(name, the node that probes it, its address, TLS): the first node's TLS front, the second's plain one."""
+    return [(FIRST, SECOND, address(FIRST), True), (SECOND, FIRST, address(SECOND), False)]
+
+
+def raw(target_ip, tls, request, **more):
+    return dict({"raw": request, "host": target_ip, "port": 8000, "tls": tls, "cafile": CA if tls else None}, **more)
+
+
+def test_paths_that_normalising_would_change_get_400_and_never_reach_vllm():
+    """Dot segments (also %2e%2e and ..%2F), doubled slashes and %-escapes, in the origin and the absolute form, GET and
+    POST, over TLS and plain HTTP, from the other node; and every route of the engine reached through a dot segment
+    from an allowlisted path. Before issue 28 GET /metrics/../v1/models answered vLLM's whole Prometheus output."""
+    key = node(FIRST).check_output("cat /etc/vllm/vllm.api-key").strip()
+    routes = vllm_routes()
+    total, since = 0, int(time.time())
+    for name, prober, ip, tls in fronts():
+        targets = list(ODD_TARGETS) + ["/v1/models/.." + path.replace("{response_id}", "resp_1") for _m, path in routes]
+        requests = []
+        for target in targets:
+            for method in ("GET", "POST"):
+                head = "%s %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Length: 2\r\n" \
+                       "Content-Type: application/json\r\nConnection: close\r\n\r\n{}" % (method, target, ip, key if name == FIRST else GIVEN_KEY)
+                requests.append(raw(ip, tls, head))
+            # The absolute form, as a proxy would get it.
+            requests.append(raw(ip, tls, "GET %s://%s:8000%s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n"
+                                % ("https" if tls else "http", ip, target, ip)))
+        answers = http(node(prober), requests)
+        wrong = [(r["raw"].split("\r\n")[0], a) for r, a in zip(requests, answers)
+                 if a.get("status") != 400 or a.get("body") != NOT_NORMAL]
+        print("PROBE %d odd request targets at %s's front (%s) from %s: %d answered 400 by the front, %d otherwise"
+              % (len(requests), name, "TLS" if tls else "plain HTTP", prober, len(requests) - len(wrong), len(wrong)))
+        assert not wrong, wrong[:5]
+        total += len(requests)
+        # The same paths in normal form still pass: the absolute form too.
+        clean = http(node(prober), [
+            raw(ip, tls, "GET /v1/models HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % ip),
+            raw(ip, tls, "GET %s://%s:8000/v1/models HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n"
+                % ("https" if tls else "http", ip, ip)),
+            raw(ip, tls, "GET /v1/models?x=/../metrics HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % ip)])
+        assert [a["status"] for a in clean] == [401, 401, 401], clean  # vLLM's own answer: no key given
+    # vLLM never saw one of them: its access log (uvicorn's) has no odd path since the probe began.
+    for name in NODES:
+        seen = [line for line in node(name).check_output("journalctl -u vllm --no-pager -o cat --since @%d" % since)
+                .splitlines() if " HTTP/1." in line and any(odd in line for odd in ("/.", "%2", "%7", "//"))]
+        assert not seen, (name, seen[:5])
+    print("PROBE %d odd request targets in all, every one refused by the front; none in vLLM's access logs" % total)
+
+
+def test_head_health_is_answered_and_http_0_9_is_refused():
+    for name, prober, ip, tls in fronts():
+        scheme = "https" if tls else "http"
+        head, get = http(node(prober), [{"method": "HEAD", "url": "%s://%s:8000/health" % (scheme, ip), "cafile": CA},
+                                        {"method": "GET", "url": "%s://%s:8000/health" % (scheme, ip), "cafile": CA}])
+        # HTTP/0.9: a request line without a version; the answer has no status line, only the body.
+        old = http(node(prober), [raw(ip, tls, "GET /v1/models\r\n"), raw(ip, tls, "GET /health\r\n")])
+        print("PROBE %s's front (%s) from %s: HEAD /health %s, GET /health %s; HTTP/0.9 GET /v1/models: %r"
+              % (name, scheme, prober, head["status"], get["status"], old[0].get("body")))
+        assert head["status"] == 200 and head["body"] == "" and get["status"] == 200
+        assert [(a["status"], a["body"]) for a in old] == [(None, HTTP_09), (None, HTTP_09)], old
+
+
+def front_log(h, marker):
+    """The front's access log lines (syslog tag vllm_front) that hold `marker`."""
+    return [line for line in h.check_output("journalctl -t vllm_front --no-pager -o cat").splitlines() if marker in line]
+
+
+def test_a_chunked_body_over_the_limit_gets_413_and_never_reaches_vllm():
+    """The body limit of the tiny model's front is 16 MiB (64 bytes a token of its 2048, at least 16 MiB). A chunked
+    body of 17 MiB gets 413 before vLLM sees a byte: the front reads every body whole before it connects to vLLM."""
+    key = node(FIRST).check_output("cat /etc/vllm/vllm.api-key").strip()
+    for name, prober, ip, tls in fronts():
+        marker = "chunked-%s-%d" % ("tls" if tls else "plain", int(time.time()))
+        head = ("POST /v1/completions?probe=%s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n"
+                "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                % ("%s", ip, key if name == FIRST else GIVEN_KEY))
+        over, under = http(node(prober), [raw(ip, tls, head % (marker + "-over"), chunks=[17, 1 << 20]),
+                                          raw(ip, tls, head % (marker + "-under"), chunks=[2, 1024])])
+        time.sleep(1)
+        logged_over, logged_under = front_log(node(name), marker + "-over"), front_log(node(name), marker + "-under")
+        vllm_saw = [line for line in node(name).check_output("journalctl -u vllm --no-pager -o cat").splitlines()
+                    if marker in line]
+        print("PROBE %s's front (%s) from %s: chunked 17 MiB -> %s (%s); chunked 2 KiB -> %s (%s); vLLM's log: %s"
+              % (name, "TLS" if tls else "plain", prober, over["status"], logged_over, under["status"], logged_under,
+                 vllm_saw))
+        assert over["status"] == 413 and logged_over and all("upstream=-/-" in line for line in logged_over)
+        # Under the limit the chunked body passes, and vLLM answers it (400: "x" * 2048 is no JSON).
+        assert under["status"] == 400 and under["body"] != NOT_NORMAL and logged_under
+        assert all("upstream=127.0.0.1:8001/400" in line for line in logged_under), logged_under
+        assert not [line for line in vllm_saw if "-over" in line], vllm_saw
+
+
+def test_tls_1_2_offers_forward_secret_suites_only():
+    """Every TLS 1.2 suite this OpenSSL knows, one handshake each: the front accepts ECDHE with AES-GCM or
+    ChaCha20-Poly1305 only (the test certificate is RSA, so the ECDSA ones cannot be chosen). nginx's default list
+    accepted 27, 16 of them with plain RSA key exchange."""
+    ip = address(FIRST)
+    found = http(node(SECOND), [{"ciphers": True, "host": ip, "port": 8000}])[0]
+    print("PROBE TLS 1.2 suites accepted by %s's front: %d of %d tried: %s; TLS 1.3 negotiates %s"
+          % (FIRST, len(found["tls12"]), found["tried"], " ".join(found["tls12"]), found["tls13"]))
+    assert sorted(found["tls12"]) == ["ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-RSA-AES256-GCM-SHA384",
+                                      "ECDHE-RSA-CHACHA20-POLY1305"]
+    assert found["tls13"].startswith("TLS_")

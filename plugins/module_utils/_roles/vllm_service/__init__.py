@@ -31,7 +31,8 @@ KNOWN_OTHER = ("vllm_service_summary", "vllm_service_desired", "vllm_service_can
 def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
     """The role's plan: the profile loaded, the model's fit checked, the unit worked out. `ctx` holds the GPU facts
     (gpus), and optionally the profile already loaded (profile), the stored NCCL tuning result (tuning), the staged weights (model_weights_path,
-    model_weights_config) and the P2P gate's failure for the fallback (p2p_fallback)."""
+    model_weights_config), the P2P gate's failure for the fallback (p2p_fallback) and the front's TLS files as read on
+    the node (front_tls_files)."""
     profile = ctx.get("profile")
     if profile is None:
         try:
@@ -47,10 +48,10 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
             facts["count"] or 0, int):
         raise PlanError(["ansible_facts.nvidia_gpu: expected the facts of moeops.inference.gpu_facts (a whole count "
                          "of GPUs in it)"])
-    for key in ("tuning", "model_weights_config"):
+    for key in ("tuning", "model_weights_config", "front_tls_files"):
         if ctx.get(key) is not None and not isinstance(ctx[key], Mapping):
             raise PlanError(["%s: expected a mapping or nothing, got %s" % (
-                "the stored NCCL tuning result" if key == "tuning" else key, type(ctx[key]).__name__)])
+                {"tuning": "the stored NCCL tuning result"}.get(key, key), type(ctx[key]).__name__)])
     ctx = dict(ctx, profile=profile, gpus=facts)
     engine = v["vllm_engine"]
     tp_given = v["vllm_service_tensor_parallel_size"]

@@ -77,11 +77,13 @@ def _front(v: Mapping[str, Any]) -> List[str]:
     """The API front's inputs, by the front's own rules (api_front): they are written into nginx's configuration."""
     port, backend = v.get("vllm_service_port"), v.get("vllm_service_backend_port")
     routes, cidrs = v.get("vllm_service_front_routes"), v.get("vllm_service_front_metrics_cidrs")
+    unsafe = v.get("vllm_service_front_unsafe_routes")
     # Compared as text: either may come from -e as a string (the spec's conversion names a value that is no port).
     problems = api_front.input_problems(
         str(port), str(backend) if backend is not None and not isinstance(backend, bool) else None,
         routes if isinstance(routes, list) else [], cidrs if isinstance(cidrs, list) else [],
-        v.get("vllm_service_front_tls_cert") or "", v.get("vllm_service_front_tls_key") or "")
+        v.get("vllm_service_front_tls_cert") or "", v.get("vllm_service_front_tls_key") or "",
+        unsafe_routes=unsafe if isinstance(unsafe, list) else [])
     return (problems
             + inputs.number_in("vllm_service_backend_port", backend, 0, 65535, what="a TCP port in 1-65535 (null: the port + 1)")
             + inputs.number_in("vllm_service_shutdown_timeout", v.get("vllm_service_shutdown_timeout"), 0,

@@ -253,7 +253,8 @@ def unit_plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
     """Everything the role renders and runs; see the module docstring. `v`: the role's converted options by name;
     `ctx`: gpus (the nvidia_gpu facts), profile (loaded and checked), tuning (a stored NCCL sweep result or None),
     model_weights_path and model_weights_config (the model_weights role's results, where it staged the weights),
-    p2p_fallback (the P2P gate's failure, when vllm_service_p2p_fallback starts vLLM anyway)."""
+    p2p_fallback (the P2P gate's failure, when vllm_service_p2p_fallback starts vLLM anyway), front_tls_files (the
+    front's TLS files as the check step read them on the node: path -> Ansible's stat)."""
     profile, facts = ctx["profile"], ctx["gpus"]
     count = int(facts.get("count") or 0)
     hardware = from_hardware(facts)
@@ -275,7 +276,8 @@ def unit_plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
                             list(api_front.DEFAULT_ROUTES) if routes is None else routes,
                             v["vllm_service_front_metrics_cidrs"], v["vllm_service_front_tls_cert"],
                             v["vllm_service_front_tls_key"], v["vllm_service_front_read_timeout"],
-                            v["vllm_service_front_retry_after"], int(max_model_len or profile["max_model_len"]))
+                            v["vllm_service_front_retry_after"], int(max_model_len or profile["max_model_len"]),
+                            unsafe_routes=v["vllm_service_front_unsafe_routes"], tls_files=ctx.get("front_tls_files"))
     # Behind a front vLLM listens on loopback only; the front takes the address and the port.
     host, listen_port = ("127.0.0.1", backend_port) if front["enabled"] else (v["vllm_service_host"], port)
     args = model_profile.serve_args(profile, tp, host, listen_port, max_model_len=max_model_len,

@@ -1,0 +1,73 @@
+# -*- coding: utf-8 -*-
+"""Test client (molecule/rollback) for the front's reload and restart: polls GET /v1/models every INTERVAL seconds,
+each on a new connection, while (optionally) one stream runs; prints a JSON record with wall-clock times
+(time.time(): the containers share the machine's clock).
+
+argv: URL (the front), API key, CA file ("" for none), interval, seconds to poll at most, tokens of the stream (0: no
+stream), stop file (polling ends once it exists, or after the seconds).
+"""
+import json
+import os
+import ssl
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+
+def main():
+    url, key, cafile = sys.argv[1], sys.argv[2], sys.argv[3]
+    interval, limit, tokens, stop = float(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6]), sys.argv[7]
+    context = ssl.create_default_context(cafile=cafile) if cafile else None
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer " + key}
+    with urllib.request.urlopen(urllib.request.Request(url + "/v1/models", headers=headers), timeout=10,
+                                context=context) as answer:
+        model = json.load(answer)["data"][0]["id"]
+    record = {"start": time.time(), "polls": [], "stream": None}
+
+    def stream():
+        one = {"tokens": 0, "done": False, "first_token": None, "last_token": None, "status": None, "error": None}
+        record["stream"] = one
+        body = json.dumps({"model": model, "prompt": "reload", "max_tokens": tokens, "ignore_eos": True,
+                           "temperature": 0, "stream": True}).encode()
+        request = urllib.request.Request(url + "/v1/completions", data=body, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=300, context=context) as answer:
+                one["status"] = answer.status
+                for line in answer:
+                    if line.startswith(b"data: [DONE]"):
+                        one["done"] = True
+                    elif line.startswith(b"data: "):
+                        event = json.loads(line[6:])
+                        if "error" in event:
+                            one["error"] = event["error"]
+                        else:
+                            one["tokens"] += 1
+                            one["last_token"] = time.time()
+                            one["first_token"] = one["first_token"] or one["last_token"]
+        except Exception as err:  # pylint: disable=broad-except  # recorded: the test fails on it
+            one["error"] = repr(err)
+
+    worker = threading.Thread(target=stream) if tokens else None
+    if worker:
+        worker.start()
+    while time.time() - record["start"] < limit and not os.path.exists(stop):
+        request = urllib.request.Request(url + "/v1/models", headers=headers)
+        t = time.time()
+        try:
+            with urllib.request.urlopen(request, timeout=10, context=context) as answer:
+                poll = {"t": t, "status": answer.status}
+        except urllib.error.HTTPError as err:
+            poll = {"t": t, "status": err.code}
+        except Exception as err:  # pylint: disable=broad-except  # recorded as no answer (refused, reset)
+            poll = {"t": t, "status": None, "error": repr(err)}
+        record["polls"].append(poll)
+        time.sleep(interval)
+    if worker:
+        worker.join(timeout=300)
+    print(json.dumps(record))
+
+
+if __name__ == "__main__":
+    main()
