@@ -130,3 +130,58 @@ for name in $(grep -oE 'ansible-playbook moeops\.inference\.[a-z0-9_]+' "$work/f
 done
 [ "$n" -ge 2 ] || { echo "the installed README's first commands name $n playbooks, expected the preflight and a deploy"; exit 1; }
 echo "installed README: its first commands copy the example inventory and name $n playbooks that parse with it"
+
+# 7. Every bool option of every role (read from the installed argument specs), given with -e as false, no, 0 and off
+#    (strings, which Jinja takes as true), is false in the converted inputs of the planning step each role's check
+#    runs (moeops.inference.role_plan, the real action); tests/unit/roles/test_converted_inputs.py proves that the
+#    roles read only those. One run a word, every option of every role at once.
+python3 - "$installed/ansible_collections/moeops/inference/roles" > "$work/bools.json" <<'PY'
+import glob, json, os, sys, yaml
+found = {}
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "*", "meta", "argument_specs.yml"))):
+    role = path.split(os.sep)[-3]
+    names = sorted({n for entry in yaml.safe_load(open(path))["argument_specs"].values()
+                    for n, o in (entry.get("options") or {}).items() if o.get("type") == "bool"})
+    if names:
+        found[role] = names
+print(json.dumps(found))
+PY
+cat > "$work/bools.yml" <<'YML'
+- name: Every role's inputs, converted by the planning step each role's check runs
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Plan each role's inputs (no plan)
+      moeops.inference.role_plan:
+        role: "{{ item }}"
+        plan: false
+        fail_on_problems: false
+      loop: "{{ moeops_roles }}"
+YML
+mapfile -t extra < <(python3 -c '
+import json, sys
+for name in sorted({n for names in json.load(open(sys.argv[1])).values() for n in names}):
+    print(name)' "$work/bools.json")
+for word in false no 0 off; do
+  args=()
+  for name in "${extra[@]}"; do args+=(-e "$name=$word"); done
+  ANSIBLE_LOAD_CALLBACK_PLUGINS=1 ANSIBLE_STDOUT_CALLBACK=ansible.posix.json \
+    ansible-playbook "$work/bools.yml" -i localhost, -c local -e ansible_python_interpreter="$py" \
+    -e "{\"moeops_roles\": $(python3 -c 'import json,sys; print(json.dumps(sorted(json.load(open(sys.argv[1])))))' "$work/bools.json")}" \
+    "${args[@]}" > "$work/bools-$word.json"
+  python3 - "$work/bools.json" "$work/bools-$word.json" "$word" <<'PY'
+import json, sys
+want = json.load(open(sys.argv[1]))
+results = json.load(open(sys.argv[2]))["plays"][0]["tasks"][0]["hosts"]["localhost"]["results"]
+wrong, n = [], 0
+for r in results:
+    for name in want[r["item"]]:
+        n += 1
+        if r["inputs"].get(name) is not False:
+            wrong.append("%s: %s=%r" % (r["item"], name, r["inputs"].get(name)))
+        if any(name in p for p in r["problems"]):
+            wrong.append("%s: refused %s" % (r["item"], name))
+assert not wrong, "-e %s: %s" % (sys.argv[3], wrong)
+print("-e NAME=%s: %d bool options of %d roles converted to false" % (sys.argv[3], n, len(results)))
+PY
+done

@@ -139,3 +139,42 @@ def test_a_line_break_never_reaches_the_units_header_comment(breaker):
         vllm_unit(profile_name="tiny" + breaker + "[Service]" + breaker + "ExecStartPre=/bin/sh -c id")
     text = vllm_unit(profile_name="tiny 50% [x]")
     assert "# Model profile tiny 50% [x]; GPUs 8x" in text.splitlines()
+
+
+# --- every Exec line of every unit template: nothing interpolated bare -----------------------------------------------
+
+# What an Exec line may interpolate: a value through systemd_escape(exec_arg=true, quote=true) (or the Ray unit's macro
+# `w`, which is that), the vLLM unit's argument lines (built with it above them), or a choice between literal words.
+EXEC_SAFE = (re.compile(r"systemd_escape\(exec_arg=true, quote=true\)\s*$"), re.compile(r"^\s*w\("),
+             re.compile(r"^\s*(ns\.lines\[[^\]]*\]\s*\|\s*join\(' '\)|line)\s*$"),
+             re.compile(r"^\s*'[^']*'\s+if\s+[\w.]+\s+else\s+'[^']*'\s*$"))
+# Units of the API front and the Ray firewall, whose work of issue 28 owns them: their Exec lines interpolate constants
+# of the role (a path under /etc/vllm named after the validated unit name, the ruleset's fixed path).
+EXEC_EXEMPT = ("roles/vllm_service/templates/front.service.j2", "roles/ray_cluster/templates/ray-firewall.service.j2")
+
+
+def exec_lines(text):
+    """Every Exec*= directive of a template, continuation lines joined."""
+    joined = re.sub(r"\\\n", " ", re.sub(r"\{#.*?#\}", "", text, flags=re.S))
+    return [line for line in joined.splitlines() if re.match(r"^Exec[A-Za-z]*=", line)]
+
+
+def test_every_exec_line_of_every_unit_quotes_what_it_interpolates():
+    root = os.path.dirname(ROLES)
+    checked, bare = 0, []
+    for path in sorted(glob_templates(root)):
+        rel = os.path.relpath(path, root)
+        if rel in EXEC_EXEMPT:
+            continue
+        with open(path) as f:
+            for line in exec_lines(f.read()):
+                for expr in re.findall(r"\{\{(.*?)\}\}", line):
+                    checked += 1
+                    if not any(p.search(expr) for p in EXEC_SAFE):
+                        bare.append("%s: {{%s}}" % (rel, expr))
+    assert bare == [] and checked >= 10, bare
+
+
+def glob_templates(root):
+    import glob
+    return glob.glob(os.path.join(root, "roles", "*", "templates", "*.j2"))
