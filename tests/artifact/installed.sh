@@ -123,11 +123,11 @@ grep -E '^cp ' "$work/first.sh" > "$work/copy.sh"
 (cd "$work" && bash "$work/copy.sh")
 [ -f "$work/lab/hosts.yml" ] || { echo "the README's copy of the example inventory made no lab/hosts.yml"; exit 1; }
 n=0
-for name in $(grep -oE 'ansible-playbook moeops\.inference\.[a-z0-9_]+' "$work/first.sh" | awk '{print $2}'); do
+while read -r name; do
   (cd "$work" && ANSIBLE_COLLECTIONS_SCAN_SYS_PATH=false ansible-playbook --syntax-check -i lab "$name" > "$work/readme-syntax.txt" 2>&1) \
     || { echo "the README's $name does not parse with its inventory:"; cat "$work/readme-syntax.txt"; exit 1; }
   n=$((n + 1))
-done
+done < <(grep -oE 'ansible-playbook moeops\.inference\.[a-z0-9_]+' "$work/first.sh" | awk '{print $2}')
 [ "$n" -ge 2 ] || { echo "the installed README's first commands name $n playbooks, expected the preflight and a deploy"; exit 1; }
 echo "installed README: its first commands copy the example inventory and name $n playbooks that parse with it"
 
