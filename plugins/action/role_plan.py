@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleError, AnsibleUndefinedVariable
 from ansible.plugins.action import ActionBase
+from ansible.release import __version__ as ansible_core_version
 from ansible.plugins.loader import lookup_loader
 from ansible_collections.moeops.inference.plugins.module_utils._common import plan as role_plan
 from ansible_collections.moeops.inference.plugins.module_utils._common import specs
@@ -28,6 +29,16 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         task_vars = task_vars or {}
+        # First, before any argument or input is read: an ansible-core below the supported range is refused as such
+        # (each role's check and the preflight start with this step), whatever fail_on_problems says.
+        try:
+            too_old = specs.ansible_version_problem(ansible_core_version)
+        except specs.SpecError as exc:
+            too_old = str(exc)
+        if too_old:
+            result.update(failed=True, msg=too_old, problems=[too_old], plan=None, plan_warnings=[], outcome="",
+                          inputs={}, checked=[])
+            return result
         args = self.validate_argument_spec(argument_spec={
             "role": {"type": "str", "required": True},
             "entry_point": {"type": "str", "default": "main"},

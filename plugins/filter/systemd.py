@@ -9,10 +9,13 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.moeops.inference.plugins.module_utils._common import systemd_unit
 
 
-def systemd_escape(value, exec_arg=False, quote=False):
+def systemd_escape(value, exec_arg=False, quote=False, comment=False):
     """A value as systemd reads it back: `%` doubled (specifiers), and in an Exec line `$` doubled too; with
-    `quote`, one word in systemd's own quoting."""
+    `quote`, one word in systemd's own quoting; with `comment`, text for a comment line (a line break refused, nothing
+    else changed)."""
     try:
+        if comment:
+            return systemd_unit.escape(value, comment=True)
         if quote:
             return systemd_unit.quote(value, exec_arg=bool(exec_arg))
         return systemd_unit.escape(value, exec_arg=bool(exec_arg))

@@ -176,6 +176,13 @@ ansible_facts:
             compute_capability: {description: Compute capability., type: str, sample: "12.0"}
             architecture: {description: Architecture family., type: str, sample: blackwell}
             memory_total_mib: {description: Framebuffer memory in MiB., type: int, sample: 97887}
+            bar1_total_mib:
+              description:
+                - The BAR1 aperture in MiB, how much of the GPU's memory a peer or the host can map at once
+                  (NVML's C(nvmlDeviceGetBAR1MemoryInfo), nvidia-smi's C(bar1_memory_usage/total)).
+                - Null where the backend cannot read it (and absent from snapshots made before it was read).
+              type: int
+              sample: 262144
             pcie:
               description: PCIe link, O(ignore:max_gen), O(ignore:max_width), O(ignore:current_gen), O(ignore:current_width).
               type: dict
@@ -419,7 +426,7 @@ def main():
     if module.params["network"]:
         facts["network"] = topo.read_network("/sys")
     if module.params["host"] and facts["count"]:
-        facts["host"] = pcie_host.read_host(module.params["host_root"], facts["gpus"])
+        facts["host"] = pcie_host.read_host(module.params["host_root"], facts["gpus"], facts["backend"])
 
     result = dict(changed=False, ansible_facts=dict(nvidia_gpu=facts))
     if module.params["dump"]:

@@ -5,8 +5,7 @@
 #  2. So that the other checks run too: a TEST COPY whose MANIFEST.json alone gains a repository under the
 #     reserved .invalid domain (RFC 2606; never shipped). It must pass with no ERROR and no WARNING line.
 # Runs with the galaxy-importer venv on PATH (tests/run); ansible-lint on the roles is on, as on Galaxy.
-# Its venv has the ansible bundle too, so the declared dependency (community.general) resolves as it does after
-# `pip install ansible`.
+# Its venv has the ansible bundle too, as after `pip install ansible`; the collection declares no dependency.
 set -euo pipefail
 tarball=$(readlink -f "$1")
 work=$(mktemp -d)

@@ -2,7 +2,8 @@
 # The installed artifact, used as a user uses it: from a directory outside the checkout, with no ansible.cfg,
 # the collection found only in the collections path given as argument (ansible-galaxy installed the built
 # tarball there; tests/run's artifact stage), other collections from the venv's ansible bundle.
-#   0. every playbook the artifact ships passes --syntax-check, run by name (moeops.inference.NAME);
+#   0. every playbook the artifact ships passes --syntax-check, run by name (moeops.inference.NAME), with ansible-core
+#      alone: no other collection on any path;
 #   1-3. the gpu_facts module ad hoc: a snapshot, a second run with the same dump, this GPU-less machine;
 #   4. the gpu_topology playbook by name with the seed snapshot.
 # tests/run runs it once with each venv (the oldest and the newest supported Ansible) on PATH.
@@ -19,15 +20,22 @@ echo "$(ansible --version | sed -n 1p) on Python $(python3 -V | cut -d' ' -f2), 
 # 0. The collection resolves to the installed copy, and every shipped playbook parses.
 where=$(ansible-galaxy collection list moeops.inference --format json | python3 -c 'import json,sys; print(*json.load(sys.stdin))')
 [ "$where" = "$installed/ansible_collections" ] || { echo "moeops.inference found in '$where', not in $installed"; exit 1; }
+# With ansible-core alone: the venv's Ansible bundle (site-packages' ansible_collections) unseen, so that a module of
+# another collection in any shipped role or playbook fails the parse (the collection declares no dependency).
+others=$(ANSIBLE_COLLECTIONS_SCAN_SYS_PATH=false ansible-galaxy collection list --format json | python3 -c '
+import json, sys
+print(" ".join(sorted(n for found in json.load(sys.stdin).values() for n in found
+                     if n != "moeops.inference" and not n.startswith("ansible._"))))')
+[ -z "$others" ] || { echo "other collections visible with ansible-core alone: $others"; exit 1; }
 n=0 names=""
 for pb in "$installed"/ansible_collections/moeops/inference/playbooks/*.yml; do
   name=moeops.inference.$(basename "$pb" .yml)
-  ansible-playbook --syntax-check -i localhost, "$name" > "$work/syntax.txt" 2>&1 || {
-    echo "--syntax-check $name failed:"; cat "$work/syntax.txt"; exit 1; }
+  ANSIBLE_COLLECTIONS_SCAN_SYS_PATH=false ansible-playbook --syntax-check -i localhost, "$name" > "$work/syntax.txt" 2>&1 || {
+    echo "--syntax-check $name (ansible-core alone) failed:"; cat "$work/syntax.txt"; exit 1; }
   n=$((n + 1)) names="$names ${name#moeops.inference.}"
 done
 [ "$n" -gt 0 ] || { echo "no playbook in the artifact"; exit 1; }
-echo "syntax-check: $n shipped playbooks by name:$names"
+echo "syntax-check with ansible-core alone (no other collection): $n shipped playbooks by name:$names"
 
 # 1. Ad-hoc module run, snapshot backend, JSON out through the json callback.
 ANSIBLE_LOAD_CALLBACK_PLUGINS=1 ANSIBLE_STDOUT_CALLBACK=ansible.posix.json \
@@ -99,3 +107,81 @@ ansible localhost -c local -e ansible_python_interpreter="$py" -m moeops.inferen
   -a "role=moeops.inference.vllm_service plan=false" -e vllm_service_port=8001 > "$work/inputs-ok.txt"
 grep -q '"vllm_service_port"' "$work/inputs-ok.txt"
 echo "ad-hoc role_plan: three bad inputs named (a template, a boolean, a secret not shown); good ones pass"
+
+# 6. The installed collection's README: its first commands use only what was installed. The first sh block's copy of
+#    the example inventory is run as written, and each playbook it names parses with that inventory.
+readme=$installed/ansible_collections/moeops/inference/README.md
+python3 - "$readme" > "$work/first.sh" <<'PY'
+import re, sys
+block = re.search(r"```sh\n(.*?)```", open(sys.argv[1]).read(), re.S).group(1)
+print(block.replace("\\\n", " "))
+PY
+if grep -nE '\./scripts|tests/|sim_node|inventories/sim|\.venv' "$work/first.sh"; then
+  echo "the installed README's first commands use files of the repository, not of the collection"; exit 1
+fi
+grep -E '^cp ' "$work/first.sh" > "$work/copy.sh"
+(cd "$work" && bash "$work/copy.sh")
+[ -f "$work/lab/hosts.yml" ] || { echo "the README's copy of the example inventory made no lab/hosts.yml"; exit 1; }
+n=0
+while read -r name; do
+  (cd "$work" && ANSIBLE_COLLECTIONS_SCAN_SYS_PATH=false ansible-playbook --syntax-check -i lab "$name" > "$work/readme-syntax.txt" 2>&1) \
+    || { echo "the README's $name does not parse with its inventory:"; cat "$work/readme-syntax.txt"; exit 1; }
+  n=$((n + 1))
+done < <(grep -oE 'ansible-playbook moeops\.inference\.[a-z0-9_]+' "$work/first.sh" | awk '{print $2}')
+[ "$n" -ge 2 ] || { echo "the installed README's first commands name $n playbooks, expected the preflight and a deploy"; exit 1; }
+echo "installed README: its first commands copy the example inventory and name $n playbooks that parse with it"
+
+# 7. Every bool option of every role (read from the installed argument specs), given with -e as false, no, 0 and off
+#    (strings, which Jinja takes as true), is false in the converted inputs of the planning step each role's check
+#    runs (moeops.inference.role_plan, the real action); tests/unit/roles/test_converted_inputs.py proves that the
+#    roles read only those. One run a word, every option of every role at once.
+python3 - "$installed/ansible_collections/moeops/inference/roles" > "$work/bools.json" <<'PY'
+import glob, json, os, sys, yaml
+found = {}
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "*", "meta", "argument_specs.yml"))):
+    role = path.split(os.sep)[-3]
+    names = sorted({n for entry in yaml.safe_load(open(path))["argument_specs"].values()
+                    for n, o in (entry.get("options") or {}).items() if o.get("type") == "bool"})
+    if names:
+        found[role] = names
+print(json.dumps(found))
+PY
+cat > "$work/bools.yml" <<'YML'
+- name: Every role's inputs, converted by the planning step each role's check runs
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Plan each role's inputs (no plan)
+      moeops.inference.role_plan:
+        role: "{{ item }}"
+        plan: false
+        fail_on_problems: false
+      loop: "{{ moeops_roles }}"
+YML
+mapfile -t extra < <(python3 -c '
+import json, sys
+for name in sorted({n for names in json.load(open(sys.argv[1])).values() for n in names}):
+    print(name)' "$work/bools.json")
+for word in false no 0 off; do
+  args=()
+  for name in "${extra[@]}"; do args+=(-e "$name=$word"); done
+  ANSIBLE_LOAD_CALLBACK_PLUGINS=1 ANSIBLE_STDOUT_CALLBACK=ansible.posix.json \
+    ansible-playbook "$work/bools.yml" -i localhost, -c local -e ansible_python_interpreter="$py" \
+    -e "{\"moeops_roles\": $(python3 -c 'import json,sys; print(json.dumps(sorted(json.load(open(sys.argv[1])))))' "$work/bools.json")}" \
+    "${args[@]}" > "$work/bools-$word.json"
+  python3 - "$work/bools.json" "$work/bools-$word.json" "$word" <<'PY'
+import json, sys
+want = json.load(open(sys.argv[1]))
+results = json.load(open(sys.argv[2]))["plays"][0]["tasks"][0]["hosts"]["localhost"]["results"]
+wrong, n = [], 0
+for r in results:
+    for name in want[r["item"]]:
+        n += 1
+        if r["inputs"].get(name) is not False:
+            wrong.append("%s: %s=%r" % (r["item"], name, r["inputs"].get(name)))
+        if any(name in p for p in r["problems"]):
+            wrong.append("%s: refused %s" % (r["item"], name))
+assert not wrong, "-e %s: %s" % (sys.argv[3], wrong)
+print("-e NAME=%s: %d bool options of %d roles converted to false" % (sys.argv[3], n, len(results)))
+PY
+done

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The built collection as a user installs it, on the device tool's GPU machine: ansible-core 2.21.5 alone
-# (carried as wheels, docs/dev/device.md), no ansible bundle and so no community.general, the tarball from
+# (carried as wheels, docs/dev/device.md), no ansible bundle and no other collection, the tarball from
 # tests/run's artifact stage installed by ansible-galaxy into an empty collections path, then used by name
 # from outside the checkout: gpu_facts ad hoc through NVML and through nvidia-smi, and the gpu_topology
 # playbook. Carry: .whl and tests/output/artifact. Writes into $OUT: the outputs and timings.
@@ -14,7 +14,7 @@ installed=$(mktemp -d)
 export ANSIBLE_COLLECTIONS_PATH=$installed
 cd "$(mktemp -d)"
 { ansible --version | head -n1; python3 -V; } | tee "$OUT/versions.txt"
-# --no-deps: community.general (the nvidia_driver role's modprobe) is not used by what runs here.
+# The collection declares no dependency: ansible-core alone runs it.
 ansible-galaxy collection install --offline --no-deps -p "$installed" "$tarball" | tee "$OUT/install.txt"
 ansible-galaxy collection list --format json > "$OUT/collections.json"
 py=$(command -v python3)

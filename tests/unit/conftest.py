@@ -72,7 +72,9 @@ def role_result(role, ctx, **values):
     if role == "vllm_service":  # templated defaults (vllm_service_name's), as the role renders them
         given.update(vllm_service_env_file="/etc/vllm/vllm.env", vllm_service_api_key_file="/etc/vllm/vllm.api-key")
     given.update(values)
-    return plan_role(role, role_spec(role), given, sorted(given), spec_roles(), ctx)
+    result = plan_role(role, role_spec(role), given, sorted(given), spec_roles(), ctx)
+    result["inputs"] = result["values"]  # as the role_plan action registers it (_<role>.inputs)
+    return result
 
 
 def shipped_profile(name):

@@ -37,6 +37,8 @@ class NVMLDouble(object):
         return self.driver
 
     def nvmlSystemGetCudaDriverVersion(self):
+        if isinstance(self.cuda, Exception):
+            raise self.cuda
         return self.cuda
 
     def nvmlDeviceGetCount(self):
@@ -111,6 +113,22 @@ def from_capture(path):
     return NVMLDouble(cap["driver_version"], cap["cuda_driver_version"], devices, topology, p2p)
 
 
+def from_bar1_capture(path):
+    """A double that answers only what tests/fixtures/gpu/real/h200-x1-device/nvml-bar1.json recorded on the real H200:
+    name, UUID, bus id, memory and nvmlDeviceGetBAR1MemoryInfo. Every other call raises, as a call the capture did not
+    make ("not in the recorded data"): nothing is made up."""
+    with open(path) as f:
+        cap = json.load(f)
+    devices = [{
+        "nvmlDeviceGetName": d["name"],
+        "nvmlDeviceGetUUID": d["uuid"],
+        "nvmlDeviceGetPciInfo": SimpleNamespace(busId=d["pci_bus_id"]),
+        "nvmlDeviceGetMemoryInfo": SimpleNamespace(total=d["memory_total_bytes"]),
+        "nvmlDeviceGetBAR1MemoryInfo": SimpleNamespace(**d["bar1"]),
+    } for d in cap["devices"]]
+    return NVMLDouble(cap["driver_version"], NVMLError("not in the recorded data"), devices, {}, {})
+
+
 def from_snapshot(snap):
     """A double that answers what NVML would for a snapshot's topology."""
     major, minor = (int(x) for x in snap["cuda_driver_version"].split("."))
@@ -135,6 +153,9 @@ def from_snapshot(snap):
             "nvmlDeviceGetPciInfo": SimpleNamespace(busId=g["pci_bus_id"]),
             "nvmlDeviceGetCudaComputeCapability": cc,
             "nvmlDeviceGetMemoryInfo": SimpleNamespace(total=g["memory_total_mib"] * 1024 * 1024),
+            # Snapshots from before BAR1 was read lack it: NVML then says what a GPU without it says.
+            "nvmlDeviceGetBAR1MemoryInfo": SimpleNamespace(bar1Total=g["bar1_total_mib"] * 1024 * 1024)
+            if g.get("bar1_total_mib") is not None else NVMLError(NOT_SUPPORTED),
             "nvmlDeviceGetMaxPcieLinkGeneration": g["pcie"]["max_gen"],
             "nvmlDeviceGetMaxPcieLinkWidth": g["pcie"]["max_width"],
             "nvmlDeviceGetCurrPcieLinkGeneration": g["pcie"]["current_gen"],

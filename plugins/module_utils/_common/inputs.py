@@ -23,6 +23,7 @@ import ipaddress
 import json
 import posixpath
 import re
+import socket
 from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
@@ -180,25 +181,86 @@ def env_mapping(name: str, value: Any, allow_null: bool) -> Problems:
     return problems
 
 
+# What NCCL reads: upper-case NCCL_* names, exactly (getenv); nccl_proto would be set and never read.
+NCCL_NAME = re.compile(r"^NCCL_[A-Z0-9_]+$")
 UNIT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$")
 # RFC 1123 host names: dot-separated labels of letters, digits and inner hyphens, 253 characters at most.
 HOST_NAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
                        r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$")
+# The zone of a scoped IPv6 address (fe80::1%eth0): a Linux interface name (dev_valid_name: 1 to 15 characters, no
+# '/', ':' or whitespace; here letters, digits, _ . -) or an interface index. Python's ipaddress takes any text after
+# the '%', which then reached argv and nginx's configuration as it was.
+SCOPE_ID = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
+
+
+def nccl_overrides(name: str, value: Any) -> Problems:
+    """An NCCL override mapping (vllm_service_nccl_overrides, ray_cluster_nccl_overrides): an environment mapping whose
+    keys are NCCL's own variable names, upper case as NCCL reads them. A lower-case or other key was written into the
+    unit and never read (or, with null, removed nothing), so it is refused, naming the NCCL variable meant."""
+    problems = env_mapping(name, value, allow_null=True)
+    if not isinstance(value, Mapping):
+        return problems
+    for var in sorted((k for k in value if isinstance(k, str) and ENV_NAME.match(k) and not NCCL_NAME.match(k)), key=str):
+        meant = var.upper() if NCCL_NAME.match(var.upper()) else ""
+        problems.append("%s key %r is not an NCCL variable: NCCL reads only upper-case NCCL_* names%s; other variables "
+                        "go in %s" % (name, var, " (did you mean %s?)" % meant if meant else "",
+                                      name.replace("nccl_overrides", "environment")))
+    return problems
+
+
+def is_loopback(host: Any) -> bool:
+    """Loopback, by the literal only: an address in 127.0.0.0/8, ::1 (in any spelling, with or without a scope id), or
+    exactly `localhost`. A name that merely starts with `127.` is a name: it may resolve anywhere."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(str(host)).is_loopback
+    except ValueError:
+        return False
 
 
 def host(name: str, value: Any, empty_means: str = "") -> Problems:
-    """An IP address or a host name: it is written into argv and the unit as one word, and bound or dialled."""
+    """An IP address or a host name: it is written into argv and the unit as one word, and bound or dialled. A scoped
+    IPv6 address names an interface after its '%'; a name that the resolver reads as an IPv4 address (127.1,
+    0x7f000001, 2130706433) is refused for its usual form, so that what is checked (loopback or not) is what is used."""
     if not isinstance(value, str) or (value == "" and empty_means):
         return []
+    address, scoped, zone = value.partition("%")
+    if scoped:
+        try:
+            ipv6 = ipaddress.ip_address(address).version == 6
+        except ValueError:
+            ipv6 = False
+        if ipv6 and (not SCOPE_ID.match(zone) or zone in (".", "..")):
+            return ["%s must be an IP address or a host name; the scope id after the '%%' of an IPv6 address is an "
+                    "interface name or index (1 to 15 letters, digits, _ . -), got %r" % (name, value)]
     try:
         ipaddress.ip_address(value)
         return []
     except ValueError:
         pass
     if HOST_NAME.match(value):
-        return []
+        try:
+            packed = socket.inet_aton(value)
+        except OSError:
+            return []
+        return ["%s must be an IP address or a host name; %r is read by the resolver as the IPv4 address %s: write "
+                "that address" % (name, value, socket.inet_ntoa(packed))]
     return ["%s must be an IP address or a host name%s, got %r"
             % (name, " (empty: %s)" % empty_means if empty_means else "", value)]
+
+
+def ipv4_host(name: str, value: Any, why: str) -> Problems:
+    """`host`, and no IPv6 literal: for what is reached over IPv4 only (`why` says what)."""
+    problems = host(name, value)
+    if problems or not isinstance(value, str):
+        return problems
+    try:
+        version = ipaddress.ip_address(value).version
+    except ValueError:
+        return []
+    return ["%s must be an IPv4 address or a host name with one: %s, got the IPv6 address %r" % (name, why, value)
+            ] if version == 6 else []
 
 
 def unit_name(name: str, value: Any) -> Problems:

@@ -20,6 +20,9 @@ COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirnam
 ROLES_DIR = os.path.join(COLLECTION_ROOT, "roles")
 PROFILES_DIR = os.path.join(COLLECTION_ROOT, "profiles")
 ROLE_NAME = re.compile(r"^[a-z0-9_]+$")
+RUNTIME_FILE = os.path.join(COLLECTION_ROOT, "meta", "runtime.yml")
+# The newest ansible-core the collection is tested on (docs/ansible-versions.md); the oldest is meta/runtime.yml's.
+NEWEST_TESTED = (2, 21)
 SPEC_FILES = ("argument_specs.yml", "argument_specs.yaml")
 
 
@@ -108,3 +111,39 @@ def role_defaults(role: Any, roles_dir: str = ROLES_DIR) -> Dict[str, Any]:
         return {}
     data = _load_yaml(path)
     return data if isinstance(data, dict) else {}
+
+
+def _version(text: Any) -> tuple:
+    """(2, 19, 0) for "2.19.0", "2.19.0rc1" or "2.19"; () for text without a leading number."""
+    parts = []
+    for part in str(text).strip().split("."):
+        digits = re.match(r"^[0-9]+", part)
+        if not digits:
+            break
+        parts.append(int(digits.group(0)))
+        if digits.group(0) != part:
+            break
+    return tuple(parts)
+
+
+def oldest_ansible(runtime_file: str = RUNTIME_FILE) -> str:
+    """The oldest ansible-core the collection supports: meta/runtime.yml's requires_ansible (">=2.19.0")."""
+    data = _load_yaml(runtime_file)
+    wanted = str((data or {}).get("requires_ansible", "")) if isinstance(data, dict) else ""
+    found = re.search(r">=\s*([0-9][0-9.]*)", wanted)
+    if not found:
+        raise SpecError("%s: requires_ansible %r has no lower bound (>=X.Y)" % (runtime_file, wanted))
+    return found.group(1)
+
+
+def ansible_version_problem(running: str, runtime_file: str = RUNTIME_FILE) -> str:
+    """'' on a supported ansible-core, else the refusal: below the range, nothing else works as the roles expect (2.18
+    templates a null as '', and the roles' checks would then refuse options nobody set)."""
+    oldest = oldest_ansible(runtime_file)
+    if _version(running)[:2] < _version(oldest)[:2]:
+        return ("moeops.inference needs ansible-core %s to %d.%d (meta/runtime.yml: requires_ansible >=%s); this "
+                "controller runs ansible-core %s, which is not supported: nothing was checked or changed. Upgrade "
+                "the controller, e.g. pip install 'ansible-core>=%s,<%d.%d' (docs/ansible-versions.md)"
+                % (".".join(oldest.split(".")[:2]), NEWEST_TESTED[0], NEWEST_TESTED[1], oldest, running,
+                   ".".join(oldest.split(".")[:2]), NEWEST_TESTED[0], NEWEST_TESTED[1] + 1))
+    return ""

@@ -25,11 +25,14 @@ LINE_BREAKS = ("\n", "\r", "\0")
 _UNSAFE = re.compile(r"[^\w@%+=:,./-]", re.ASCII)
 
 
-def escape(value: Any, exec_arg: bool = False) -> str:
-    """`value` as text for a unit file: `%` as `%%`, and with `exec_arg` `$` as `$$`."""
+def escape(value: Any, exec_arg: bool = False, comment: bool = False) -> str:
+    """`value` as text for a unit file: `%` as `%%`, and with `exec_arg` `$` as `$$`. With `comment`, text for a
+    comment line (`# ...`), which systemd reads verbatim: only the line-break check, nothing else changed."""
     text = str(value)
     if any(c in text for c in LINE_BREAKS):
         raise ValueError("a value for a systemd unit contains a line break; it would start a new directive")
+    if comment:
+        return text
     text = text.replace("%", "%%")
     return text.replace("$", "$$") if exec_arg else text
 

@@ -231,6 +231,8 @@ def read_nvml(nvml: Any, sysfs_numa: Optional[Callable[[str], Optional[int]]] = 
         cc = call(f + "compute_capability", nvml.nvmlDeviceGetCudaComputeCapability, h)
         cc_str = "%d.%d" % tuple(cc) if cc is not None else None
         mem = call(f + "memory_total_mib", nvml.nvmlDeviceGetMemoryInfo, h)
+        # The BAR1 aperture (how much of this GPU's memory a peer or the host can map at once), bytes in bar1Total.
+        bar1 = call(f + "bar1_total_mib", nvml.nvmlDeviceGetBAR1MemoryInfo, h)
         persistence = call(f + "persistence_mode", nvml.nvmlDeviceGetPersistenceMode, h)
         mig = call(f + "mig_mode", nvml.nvmlDeviceGetMigMode, h)
         affinity = call(f + "cpu_affinity", nvml.nvmlDeviceGetCpuAffinity, h, 16)
@@ -244,6 +246,7 @@ def read_nvml(nvml: Any, sysfs_numa: Optional[Callable[[str], Optional[int]]] = 
             "compute_capability": cc_str,
             "architecture": architecture_family(cc_str),
             "memory_total_mib": None if mem is None else int(mem.total) // (1024 * 1024),
+            "bar1_total_mib": None if bar1 is None else int(bar1.bar1Total) // (1024 * 1024),
             "pcie": {
                 "max_gen": call(f + "pcie.max_gen", nvml.nvmlDeviceGetMaxPcieLinkGeneration, h),
                 "max_width": call(f + "pcie.max_width", nvml.nvmlDeviceGetMaxPcieLinkWidth, h),
@@ -441,12 +444,19 @@ def _xml_text(node: Optional[ET.Element], path: str) -> Optional[str]:
     return None if value in ("N/A", "", "[N/A]") else value
 
 
+def _mib(text: Optional[str]) -> Optional[int]:
+    """nvidia-smi's "262144 MiB" as 262144; None for anything else (N/A, another unit)."""
+    number, _sep, unit = (text or "").partition(" ")
+    return _int_or_none(number) if unit.strip() == "MiB" else None
+
+
 def parse_smi_xml(text: str) -> Dict[str, Any]:
     """`nvidia-smi -q -x` -> driver, CUDA and one dict a GPU (in bus order, as nvidia-smi indexes them)."""
     root = ET.fromstring(text)
     gpus = []
     for node in root.findall("gpu"):
         mem = _xml_text(node, "fb_memory_usage/total")
+        bar1 = _xml_text(node, "bar1_memory_usage/total")  # "262144 MiB", as NVML's BAR1 memory info gives it
         width = _xml_text(node, "pci/pci_gpu_link_info/link_widths/max_link_width")
         cwidth = _xml_text(node, "pci/pci_gpu_link_info/link_widths/current_link_width")
         gpus.append({
@@ -455,6 +465,7 @@ def parse_smi_xml(text: str) -> Dict[str, Any]:
             "uuid": _xml_text(node, "uuid"),
             "pci_bus_id": normalize_bus_id(_xml_text(node, "pci/pci_bus_id") or node.get("id", "")),
             "memory_total_mib": _int_or_none((mem or "").split(" ")[0]),
+            "bar1_total_mib": _mib(bar1),
             "pcie": {
                 # max_device_link_gen is the GPU's own maximum, as NVML's
                 # nvmlDeviceGetMaxPcieLinkGeneration reports it.
@@ -510,7 +521,7 @@ def read_nvidia_smi(outputs: Dict[str, Optional[str]]) -> Dict[str, Any]:
         gpu_numa = topo["gpu_numa_id"].get(i) if topo else None
         if gpu_numa is None:
             missing.add(f + "gpu_numa_id", "nvidia-smi topo -m: GPU NUMA ID N/A")
-        for key in ("name", "uuid", "memory_total_mib", "persistence_mode", "mig_mode"):
+        for key in ("name", "uuid", "memory_total_mib", "bar1_total_mib", "persistence_mode", "mig_mode"):
             if g[key] is None:
                 missing.add(f + key, "not in nvidia-smi -q -x")
         for key, value in g["pcie"].items():
@@ -524,6 +535,7 @@ def read_nvidia_smi(outputs: Dict[str, Optional[str]]) -> Dict[str, Any]:
             "compute_capability": cc,
             "architecture": architecture_family(cc) or (g["architecture_name"] or "").lower() or None,
             "memory_total_mib": g["memory_total_mib"],
+            "bar1_total_mib": g["bar1_total_mib"],
             "pcie": g["pcie"],
             "numa_node": numa,
             "gpu_numa_id": gpu_numa,

@@ -475,8 +475,10 @@ def _merge(section: Dict[str, Any], into: List[Dict[str, str]]) -> Dict[str, Any
     return section
 
 
-def read_gpu(root: str, gpu: Mapping[str, Any], position: int = 0) -> Dict[str, Any]:
-    """One GPU's part of the host section: bus id, link, IOMMU group, BAR1 vs framebuffer, bridges."""
+def read_gpu(root: str, gpu: Mapping[str, Any], position: int = 0, backend: str = "gpu facts") -> Dict[str, Any]:
+    """One GPU's part of the host section: bus id, link, IOMMU group, BAR1 vs framebuffer, bridges. BAR1 is the GPU
+    facts' bar1_total_mib (read by `backend`: NVML's BAR1 memory info, or nvidia-smi's bar1_memory_usage), else the
+    sysfs resource file's second BAR."""
     unavailable: List[Dict[str, str]] = []
     given = str(gpu.get("pci_bus_id") or "")
     bus = sysfs_bus_id(given)
@@ -485,13 +487,13 @@ def read_gpu(root: str, gpu: Mapping[str, Any], position: int = 0) -> Dict[str, 
     if bus is None:
         unavailable.append({"field": "gpus[%s].pci_bus_id" % entry["index"], "reason": "not a PCI address: %r" % given})
         entry.update({"link": None, "iommu_group": None, "bar1_mib": gpu.get("bar1_total_mib"),
-                      "bar1_source": "nvml" if gpu.get("bar1_total_mib") is not None else None,
+                      "bar1_source": backend if gpu.get("bar1_total_mib") is not None else None,
                       "path": None, "bridges": None, "unavailable": unavailable})
         return entry
     entry["link"] = _merge(read_link(root, bus), unavailable)
     entry["iommu_group"] = _merge(read_iommu_group(root, bus), unavailable)
     if gpu.get("bar1_total_mib") is not None:
-        entry["bar1_mib"], entry["bar1_source"] = gpu["bar1_total_mib"], "nvml"
+        entry["bar1_mib"], entry["bar1_source"] = gpu["bar1_total_mib"], backend
     else:
         bar1 = _merge(read_bar1_mib(root, bus), unavailable)["bar1_mib"]
         entry["bar1_mib"], entry["bar1_source"] = bar1, "sysfs resource" if bar1 is not None else None
@@ -503,11 +505,12 @@ def read_gpu(root: str, gpu: Mapping[str, Any], position: int = 0) -> Dict[str, 
     return entry
 
 
-def read_host(root: str = "/", gpus: Iterable[Mapping[str, Any]] = ()) -> Dict[str, Any]:
+def read_host(root: str = "/", gpus: Iterable[Mapping[str, Any]] = (), backend: str = "gpu facts") -> Dict[str, Any]:
     """The whole ``host`` section, JSON-serialisable, for GPU dicts as the GPU facts give them.
 
     Each GPU needs ``pci_bus_id`` (NVML's "00000000:17:00.0" or sysfs' form); ``bar1_total_mib``
-    (NVML) and ``memory_total_mib`` are used when present (BAR1 falls back to sysfs ``resource``).
+    (read by the facts' `backend`, nvml or nvidia_smi) and ``memory_total_mib`` are used when present (BAR1 falls back
+    to sysfs ``resource``).
     Every field that could not be read is None and has an entry in ``unavailable``.
     """
     unavailable: List[Dict[str, str]] = []
@@ -519,7 +522,7 @@ def read_host(root: str = "/", gpus: Iterable[Mapping[str, Any]] = ()) -> Dict[s
         "uvm": _merge(read_uvm(root), unavailable),
         "aspm": _merge(read_aspm(root), unavailable),
         "pcie_port_pm": {"value": port_pm, "off": None if cmdline["raw"] is None else port_pm == "off"},
-        "gpus": [_merge(read_gpu(root, gpu, i), unavailable) for i, gpu in enumerate(gpus)],
+        "gpus": [_merge(read_gpu(root, gpu, i, backend), unavailable) for i, gpu in enumerate(gpus)],
     }
     host["unavailable"] = unavailable
     return host

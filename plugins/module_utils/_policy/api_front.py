@@ -27,6 +27,8 @@ import math
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
+from ansible_collections.moeops.inference.plugins.module_utils._common import inputs
+
 # The OpenAI-compatible routes of a generative model (vllm/entrypoints/openai/*/api_router.py in 0.33.0).
 # Not passed by default: the Anthropic /v1/messages, vLLM's own /v1/systemone and /v1/decisions, the
 # scale-out /render and /derender helpers and /v1/chat/completions/batch; add them to
@@ -64,11 +66,9 @@ BODY_BYTES_PER_TOKEN = 64
 BODY_MIN_MIB = 16
 
 
-LOOPBACK_HOSTS = ("localhost", "::1")
-
-
 def is_loopback(host: str) -> bool:
-    return host in LOOPBACK_HOSTS or host.startswith("127.")
+    """The input rules' loopback (inputs.is_loopback): a literal 127.0.0.0/8 or ::1 address, or exactly localhost."""
+    return inputs.is_loopback(host)
 
 
 def route_regex(path: str) -> str:
@@ -135,6 +135,8 @@ def cidrs(var: str, given: Sequence[Any]) -> List[str]:
     out = []
     for index, item in enumerate(given):
         try:
+            if "%" in str(item):  # ipaddress takes any text after a '%' (a scope id), which nginx then read
+                raise ValueError(item)
             out.append(str(ipaddress.ip_network(str(item), strict=False)))
         except ValueError:
             raise ValueError("%s[%d] must be a network such as 10.0.0.0/8 or an address, got %r" % (var, index, item))

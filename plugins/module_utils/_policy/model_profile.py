@@ -24,7 +24,7 @@ import os
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ansible_collections.moeops.inference.plugins.module_utils._common import systemd_unit
+from ansible_collections.moeops.inference.plugins.module_utils._common import inputs, systemd_unit
 
 # vLLM's --kv-cache-dtype choices (vllm/config/cache.py CacheDType) that a profile may ask for.
 KV_CACHE_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla")
@@ -112,6 +112,52 @@ def _cc_tuple(cc: Any) -> Optional[Tuple[int, int]]:
         return None
 
 
+def line_break_problems(var: str, key: Any, value: Any) -> List[str]:
+    """A line break in a profile's key or anywhere in its value (a mapping's keys and values, a list's items, at any
+    depth), each named by its place (`vllm_service_profile.served_name`, `...extra_args[2]`, `...canary.prompt`) and
+    by what it holds; the text itself is never shown."""
+    found: List[str] = []
+
+    def walk(place: str, item: Any) -> None:
+        if isinstance(item, str):
+            what = [name for char, name in inputs.LINE_BREAKERS.items() if char in item]
+            if what:
+                found.append("%s contains %s" % (place, " and ".join(what)))
+        elif isinstance(item, Mapping):
+            for k, v in item.items():
+                if isinstance(k, str) and any(c in k for c in systemd_unit.LINE_BREAKS):
+                    found.append("%s has a key that spans lines (not shown)" % place)
+                    continue
+                walk("%s.%s" % (place, k), v)
+        elif isinstance(item, (list, tuple)):
+            for index, one in enumerate(item):
+                walk("%s[%d]" % (place, index), one)
+
+    if isinstance(key, str) and any(c in key for c in systemd_unit.LINE_BREAKS):
+        found.append("%s has a key that spans lines (not shown)" % var)
+    else:
+        walk("%s.%s" % (var, key), value)
+    return ["%s: every string of a profile is one line (profile strings reach the unit's arguments and comments, "
+            "where a line break would start a directive; a multi-line chat template goes in a file on the node, "
+            "named by its absolute path)" % f for f in found]
+
+
+def _described(value: Any) -> str:
+    """A value as a message shows it: its type, and the value itself only when it is one short line (a file's other
+    lines are never echoed)."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return "%s %r" % (type(value).__name__, value)
+    if isinstance(value, str):
+        if len(value) <= 60 and not any(c in value for c in systemd_unit.LINE_BREAKS):
+            return "str %r" % value
+        return "a string of %d characters" % len(value)
+    if isinstance(value, Mapping):
+        return "a mapping of %d key(s)" % len(value)
+    if isinstance(value, (list, tuple)):
+        return "a list of %d item(s)" % len(value)
+    return "a %s" % type(value).__name__
+
+
 def validate_profile(profile: Any, var: str = "vllm_service_profile") -> List[str]:
     """Every problem with a profile, each message naming `var.key`; [] when it is sound."""
     if not isinstance(profile, Mapping) or not profile:
@@ -119,7 +165,13 @@ def validate_profile(profile: Any, var: str = "vllm_service_profile") -> List[st
                 "returns), got %s"
                 % (var, "an empty mapping" if isinstance(profile, Mapping) else type(profile).__name__)]
     problems: List[str] = []
-    for key in sorted(set(profile) - set(PROFILE_KEYS), key=str):  # key=str: YAML allows keys such as 1 or true
+    # A line break anywhere (a key, a value, an item, at any depth) is refused first, named by its place and never
+    # echoed: the profile's strings reach the unit's argv and comments, where it would start a directive of the
+    # file's choosing. Such a key gets that one message.
+    broken = {key for key in profile if line_break_problems(var, key, profile[key])}
+    for key in sorted(profile, key=str):
+        problems += line_break_problems(var, key, profile[key])
+    for key in sorted(set(profile) - set(PROFILE_KEYS) - broken, key=str):  # key=str: YAML allows keys such as 1
         problems.append("%s.%s: not a profile key (known keys: %s); see docs/model-profiles.md"
                         % (var, key, ", ".join(sorted(PROFILE_KEYS))))
     for key, (types, required, what) in PROFILE_KEYS.items():
@@ -127,11 +179,11 @@ def validate_profile(profile: Any, var: str = "vllm_service_profile") -> List[st
             if required:
                 problems.append("%s.%s: required (%s)" % (var, key, what))
             continue
-        if not _type_ok(profile[key], types):
-            problems.append("%s.%s: must be a %s, got %s %r"
-                            % (var, key, _type_names(types), type(profile[key]).__name__, profile[key]))
+        if key not in broken and not _type_ok(profile[key], types):
+            problems.append("%s.%s: must be a %s, got %s"
+                            % (var, key, _type_names(types), _described(profile[key])))
     ok = dict((k, v) for k, v in profile.items()
-              if k in PROFILE_KEYS and v is not None and _type_ok(v, PROFILE_KEYS[k][0]))
+              if k in PROFILE_KEYS and k not in broken and v is not None and _type_ok(v, PROFILE_KEYS[k][0]))
     source = ok.get("source")
     if source is not None and not (source.startswith("/") or (source.count("/") == 1 and all(source.split("/")))):
         problems.append("%s.source: %r is neither a Hugging Face repo id (org/name) nor an absolute path" % (var, source))
@@ -297,8 +349,9 @@ def load_profile_text(text: str, origin: str, var: str = PROFILE_VAR) -> Dict[st
         raise ProfileError("%s: %s is empty; expected a model profile (a mapping of the keys in "
                            "docs/model-profiles.md)" % (var, origin))
     if not isinstance(data, dict):
+        # What the file holds, never its text: a file given by mistake (an env file, a key) is not echoed.
         raise ProfileError("%s: %s holds %s, not a mapping; expected a model profile (a mapping of the keys in "
-                           "docs/model-profiles.md)" % (var, origin, _got(data)))
+                           "docs/model-profiles.md)" % (var, origin, _kind(data)))
     if list(data) == [_OLD_WRAPPER] and isinstance(data[_OLD_WRAPPER], dict):
         raise ProfileError("%s: %s holds its profile under %s:, the vars-file form of old; remove that key and "
                            "dedent the rest so that the file is the profile mapping itself" % (var, origin, _OLD_WRAPPER))

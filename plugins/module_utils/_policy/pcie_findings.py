@@ -156,6 +156,20 @@ def p2p_ports(gpus: Sequence[Mapping[str, Any]]) -> Dict[str, Tuple[Mapping[str,
     return ports
 
 
+def acs_redirect_effect(iommu_mode: Any) -> str:
+    """What an ACS redirect does to peer traffic, by the host's IOMMU mode (read_iommu): through the IOMMU only where
+    there is one that may translate."""
+    if iommu_mode == "off":
+        return ("peer traffic is redirected up to the root complex instead of going GPU to GPU (the IOMMU is off here, "
+                "so it is not translated, but every transfer takes the long way, and peer-to-peer between root ports "
+                "depends on the root complex forwarding it)")
+    if iommu_mode == "passthrough":
+        return ("peer traffic is redirected up to the root complex instead of going GPU to GPU (the IOMMU is in "
+                "passthrough here, so it is not translated, but every transfer takes the long way)")
+    return ("peer traffic is redirected up to the root complex and through the IOMMU instead of going GPU to GPU, and "
+            "NCCL can hang at the first all-reduce")
+
+
 def check_acs(host: Mapping[str, Any]) -> List[Finding]:
     """ACS ReqRedir/CmpltRedir on a bridge where a GPU pair's peer-to-peer traffic turns (p2p_ports).
 
@@ -170,6 +184,7 @@ def check_acs(host: Mapping[str, Any]) -> List[Finding]:
     unread = ["the PCI path of %s (%s)" % (_gpu_name(g), _why(host, "pci_path", g.get("pci_bus_id")))
               for g in gpus if g.get("bridges") is None]
     ports = p2p_ports(gpus)
+    redirect = acs_redirect_effect((host.get("iommu") or {}).get("mode"))
     for bus_id in sorted(ports):
         bridge, pairs = ports[bus_id]
         names = ", ".join("%s-%s" % pair for pair in pairs)
@@ -182,10 +197,9 @@ def check_acs(host: Mapping[str, Any]) -> List[Finding]:
             continue
         below = [g for g in gpus if any(b["bus_id"] == bus_id for b in g.get("bridges") or [])]
         found = _warn("acs", "bridge %s (%s:%s) above %s has ACS %s (ACSCtl 0x%04x: %s) on the peer-to-peer path of GPU "
-                      "pairs %s: peer traffic is redirected up to the root complex and through the IOMMU instead of "
-                      "going GPU to GPU, and NCCL can hang at the first all-reduce"
+                      "pairs %s: %s"
                       % (bus_id, bridge.get("vendor"), bridge.get("device"), ", ".join(_gpu_name(g) for g in below),
-                         " ".join(bits), acs["control_raw"], acs["control_text"], names))
+                         " ".join(bits), acs["control_raw"], acs["control_text"], names, redirect))
         found["remedy"] = found["remedy"].replace("<bridge>", bus_id)
         findings.append(found)
     if unread:
@@ -224,17 +238,25 @@ def check_hmm(host: Mapping[str, Any], architecture: Optional[str]) -> List[Find
     if architecture != "blackwell":
         return [_ok("hmm", "%s, not Blackwell: the HMM lock-up is reported on Blackwell" % architecture)]
     uvm = host.get("uvm") or {}
-    files = ", ".join(o["file"] for o in uvm.get("modprobe_options") or [] if "uvm_disable_hmm" in o["params"])
+    setting = [o for o in uvm.get("modprobe_options") or [] if "uvm_disable_hmm" in o["params"]]
+    # The last one wins (modprobe reads /etc/modprobe.d in name order): True, False (=0 turns HMM back on), None (unset).
     configured = uvm.get("configured_hmm_disabled")
+    where = "%s sets uvm_disable_hmm=%s" % (setting[-1]["file"], setting[-1]["params"]["uvm_disable_hmm"]) if setting else ""
     if uvm.get("hmm_disabled") is True:
+        if configured is False:
+            return [_warn("hmm", "nvidia_uvm runs with uvm_disable_hmm=%s now, but %s: HMM comes back on when nvidia_uvm "
+                          "is next loaded (a reboot)" % (uvm.get("uvm_disable_hmm"), where))]
         note = "" if configured else " (not set in /etc/modprobe.d: set elsewhere, or lost when nvidia_uvm is next loaded)"
         return [_ok("hmm", "nvidia_uvm runs with uvm_disable_hmm=%s%s" % (uvm.get("uvm_disable_hmm"), note))]
     if uvm.get("hmm_disabled") is False:
-        note = "; %s sets it, not yet in effect" % files if configured else ""
+        note = {True: "; %s, not yet in effect" % where, False: "; %s, which keeps it on" % where}.get(configured, "")
         return [_warn("hmm", "nvidia_uvm runs with HMM on (uvm_disable_hmm=%s) on a multi-GPU Blackwell box%s"
                       % (uvm.get("uvm_disable_hmm"), note))]
-    if configured:
-        return [_ok("hmm", "nvidia_uvm is not loaded; %s sets uvm_disable_hmm=1 for its next load" % files)]
+    if configured is True:
+        return [_ok("hmm", "nvidia_uvm is not loaded; %s for its next load" % where)]
+    if configured is False:
+        return [_warn("hmm", "nvidia_uvm is not loaded, and %s: HMM will be on when it loads, on a multi-GPU Blackwell box"
+                      % where)]
     return [_unread("hmm", "uvm_disable_hmm (%s), and /etc/modprobe.d does not set it" % _why(host, "uvm.uvm_disable_hmm"))]
 
 

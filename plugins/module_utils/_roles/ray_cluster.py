@@ -15,6 +15,9 @@ from typing import Any, Dict, List, Mapping
 from ansible_collections.moeops.inference.plugins.module_utils._common import inputs
 
 KNOWN_OTHER = ("ray_cluster_summary",)
+# Why the cluster's addresses are IPv4: what the role does with them (refused in the check step, before Ray is installed).
+IPV4_ONLY = ("the role reaches the cluster over IPv4 (each node resolves the others with getent ahostsv4, and NCCL's "
+             "and gloo's interface is the one holding this IPv4 address)")
 
 
 def input_problems(v: Mapping[str, Any]) -> List[str]:
@@ -22,15 +25,15 @@ def input_problems(v: Mapping[str, Any]) -> List[str]:
     bad = [e for e in extras if not (isinstance(e, str) and re.match(r"^[a-z][a-z0-9_-]*$", e))] \
         if isinstance(extras, list) else []
     return (inputs.unit_name("ray_cluster_service_name", v.get("ray_cluster_service_name"))
-            + inputs.host("ray_cluster_head_address", v.get("ray_cluster_head_address"))
-            + inputs.host("ray_cluster_node_address", v.get("ray_cluster_node_address"))
+            + inputs.ipv4_host("ray_cluster_head_address", v.get("ray_cluster_head_address"), IPV4_ONLY)
+            + inputs.ipv4_host("ray_cluster_node_address", v.get("ray_cluster_node_address"), IPV4_ONLY)
             + inputs.host("ray_cluster_dashboard_host", v.get("ray_cluster_dashboard_host"))
             + (["ray_cluster_ray_extras must be Ray extras such as default, got %r" % bad] if bad else [])
             + inputs.number_in("ray_cluster_join_timeout", v.get("ray_cluster_join_timeout"), 0, inputs.SYSTEMD_MAX_SECONDS,
                                what="a positive number of seconds")
             + inputs.number_in("ray_cluster_clock_skew_max", v.get("ray_cluster_clock_skew_max"), 0, 3600,
                                what="a positive number of seconds")
-            + inputs.env_mapping("ray_cluster_nccl_overrides", v.get("ray_cluster_nccl_overrides"), allow_null=True)
+            + inputs.nccl_overrides("ray_cluster_nccl_overrides", v.get("ray_cluster_nccl_overrides"))
             + inputs.env_mapping("ray_cluster_environment", v.get("ray_cluster_environment"), allow_null=False))
 
 

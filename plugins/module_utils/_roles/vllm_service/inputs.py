@@ -73,6 +73,19 @@ def hardening_override_problems(name: str, value: Any) -> List[str]:
             % (name, key) for key in sorted(value, key=str) if key not in HARDENING_DIRECTIVES]
 
 
+def backend_port_problems(v: Mapping[str, Any]) -> List[str]:
+    """Behind a front (a host that is not loopback) vLLM listens on vllm_service_backend_port, null taking the port + 1:
+    the user's port must leave room for it. Named by the port the user set, never by the derived one."""
+    port, backend, host = v.get("vllm_service_port"), v.get("vllm_service_backend_port"), v.get("vllm_service_host")
+    if backend is not None or not isinstance(port, int) or isinstance(port, bool) or port < 65535:
+        return []
+    if not isinstance(host, str) or inputs.is_loopback(host):
+        return []
+    return ["vllm_service_port %d leaves no port for vLLM behind the front: vllm_service_host %s is not loopback, so the "
+            "front listens on vllm_service_port and vLLM on vllm_service_backend_port, which is null (the port + 1, "
+            "beyond 65535); set vllm_service_backend_port, or a lower vllm_service_port" % (port, host or "''")]
+
+
 def _front(v: Mapping[str, Any]) -> List[str]:
     """The API front's inputs, by the front's own rules (api_front): they are written into nginx's configuration."""
     port, backend = v.get("vllm_service_port"), v.get("vllm_service_backend_port")
@@ -118,8 +131,9 @@ def input_problems(v: Mapping[str, Any]) -> List[str]:
                                low_open=False, what="0 or more seconds, below %d" % inputs.SYSTEMD_MAX_SECONDS)
             + inputs.number_in("vllm_service_tensor_parallel_size", v.get("vllm_service_tensor_parallel_size"), 0, 1024,
                                what="a positive number of GPUs (null takes the policy's)")
-            + inputs.env_mapping("vllm_service_nccl_overrides", v.get("vllm_service_nccl_overrides"), allow_null=True)
+            + inputs.nccl_overrides("vllm_service_nccl_overrides", v.get("vllm_service_nccl_overrides"))
             + inputs.env_mapping("vllm_service_environment", v.get("vllm_service_environment"), allow_null=False)
             + inputs.env_mapping("vllm_service_ray_environment", v.get("vllm_service_ray_environment"), allow_null=False)
             + extra_args_problems("vllm_service_extra_args", v.get("vllm_service_extra_args"))
-            + hardening_override_problems("vllm_service_hardening_overrides", v.get("vllm_service_hardening_overrides")))
+            + hardening_override_problems("vllm_service_hardening_overrides", v.get("vllm_service_hardening_overrides"))
+            + backend_port_problems(v))

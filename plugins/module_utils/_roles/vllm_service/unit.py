@@ -267,7 +267,8 @@ def unit_plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
 
     layout = nccl_policy.parallel_layout(facts)
     tp = given_tp if given_tp is not None else int(layout["tensor_parallel_size"])
-    nccl = nccl_policy.nccl_policy(facts, v["vllm_service_nccl_overrides"], ctx.get("tuning") or None,
+    nccl = nccl_policy.nccl_policy(facts, v["vllm_service_nccl_overrides"],
+                                   (ctx.get("tuning") or None) if v["vllm_service_nccl_tuning"] else None,
                                    ctx.get("p2p_fallback") or None)
 
     ccs = model_profile.compute_capabilities(facts)

@@ -78,9 +78,13 @@ def test_h200_smi_reader(h200_capture):
 
 
 def test_h200_backends_agree(h200_capture):
-    """What both backends can read, they read alike."""
+    """What both backends can read, they read alike. The VM capture recorded no NVML BAR1 call: NVML's BAR1 is null
+    there, named in unavailable, and nvidia-smi's is that machine's 262144 MiB (the BAR1 tests below)."""
     a = topo.read_nvml(nvml_double.from_capture(os.path.join(FIXTURES, "real", "h200-x1-vm.json")), lambda bus: 0)
     b = topo.read_nvidia_smi(smi_outputs(h200_capture))
+    assert (a["gpus"][0].pop("bar1_total_mib"), b["gpus"][0].pop("bar1_total_mib")) == (None, 262144)
+    assert {"field": "gpus[0].bar1_total_mib", "reason": "not in the recorded data: nvmlDeviceGetBAR1MemoryInfo"} \
+        in a["unavailable"]
     assert a["gpus"] == b["gpus"]
     assert a["pairs"] == b["pairs"] == []
     assert a["interconnect"] == b["interconnect"]
@@ -186,13 +190,22 @@ def test_constructed_interconnect(name):
     assert (s["class"], s["worst_path"], s["p2p_all_ok"], s["nvlink_all"], s["numa_nodes"]) == EXPECTED_INTERCONNECT[name]
 
 
+def without_unread_bar1(read, snapshot_gpus):
+    """The GPUs as read, less a null bar1_total_mib where the snapshot (made before BAR1 was read) has none."""
+    out = [dict(g) for g in read]
+    for gpu, snap in zip(out, snapshot_gpus):
+        if "bar1_total_mib" not in snap:
+            assert gpu.pop("bar1_total_mib") is None
+    return out
+
+
 @pytest.mark.parametrize("name", sorted(EXPECTED_INTERCONNECT))
 def test_nvml_reader_round_trips_constructed(name):
     """The NVML reader, fed NVML's answers for a topology, gives that topology back."""
     snap = load_json("constructed", name + ".json")
     double = nvml_double.from_snapshot(snap)
     facts = topo.read_nvml(double)
-    assert facts["gpus"] == snap["gpus"]
+    assert without_unread_bar1(facts["gpus"], snap["gpus"]) == snap["gpus"]
     assert facts["pairs"] == snap["pairs"]
     assert all(isinstance(i, int) and not isinstance(i, tuple) for i in double.p2p_calls)
     assert sorted(set(double.p2p_calls)) == ([0, 1, 2, 3] if snap["pairs"] else [])
@@ -280,5 +293,55 @@ def test_device_backends_agree_and_raw_outputs_parse_the_same():
     smi = load_json("real", "h200-x1-device.nvidia_smi.snapshot.json")
     assert nvml["gpus"] == smi["gpus"]
     parsed = topo.read_nvidia_smi(_device_outputs())
-    assert parsed["gpus"] == smi["gpus"]
+    # The snapshots predate BAR1's reading; that run's raw -q -x has it: 262144 MiB.
+    assert [g["bar1_total_mib"] for g in parsed["gpus"]] == [262144]
+    assert [dict(g, bar1_total_mib=None) for g in parsed["gpus"]] == [dict(g, bar1_total_mib=None) for g in smi["gpus"]]
     assert (parsed["driver_version"], parsed["cuda_driver_version"]) == ("580.159.04", "13.0")
+
+
+# --- BAR1, read by both backends (issue 28): the real H200 captures ------------------------------------------------
+
+DEVICE = os.path.join(FIXTURES, "real", "h200-x1-device")
+
+
+def test_bar1_through_nvml_on_the_real_h200():
+    """nvmlDeviceGetBAR1MemoryInfo's bar1Total as the device's H200 returned it (274877906944 bytes), in MiB. The
+    double answers only what that run recorded; every other field is null and listed, none made up."""
+    facts = topo.read_nvml(nvml_double.from_bar1_capture(os.path.join(DEVICE, "nvml-bar1.json")))
+    gpu = facts["gpus"][0]
+    assert (gpu["name"], gpu["pci_bus_id"], gpu["memory_total_mib"], gpu["bar1_total_mib"]) == (
+        "NVIDIA H200", "00000000:00:06.0", 143771, 262144)
+    assert not [u for u in facts["unavailable"] if "bar1" in u["field"]]
+    assert {"field": "gpus[0].compute_capability", "reason": "not in the recorded data: nvmlDeviceGetCudaComputeCapability"} \
+        in facts["unavailable"]
+
+
+def test_bar1_through_nvidia_smi_on_the_real_h200():
+    """nvidia-smi -q -x's bar1_memory_usage/total from the same device run, and from the first device capture."""
+    for name in ("nvidia-smi.q_x.bar1-capture.xml", "nvidia-smi.q_x.txt"):
+        with open(os.path.join(DEVICE, name)) as f:
+            parsed = topo.parse_smi_xml(f.read())
+        assert [g["bar1_total_mib"] for g in parsed["gpus"]] == [262144], name
+
+
+def test_both_backends_agree_on_bar1_on_the_real_h200():
+    with open(os.path.join(DEVICE, "nvidia-smi.q_x.bar1-capture.xml")) as f:
+        smi = topo.read_nvidia_smi({"xml": f.read(), "topo": None, "query": None, "nvlink": None})
+    nvml = topo.read_nvml(nvml_double.from_bar1_capture(os.path.join(DEVICE, "nvml-bar1.json")))
+    assert smi["gpus"][0]["bar1_total_mib"] == nvml["gpus"][0]["bar1_total_mib"] == 262144
+    assert smi["gpus"][0]["pci_bus_id"] == nvml["gpus"][0]["pci_bus_id"]
+
+
+@pytest.mark.parametrize("element, expected", [
+    ("<bar1_memory_usage><total>256 MiB</total></bar1_memory_usage>", 256),
+    ("<bar1_memory_usage><total>N/A</total></bar1_memory_usage>", None),
+    ("", None),
+])
+def test_nvidia_smi_bar1_missing_or_odd_is_null_and_listed(element, expected):
+    xml = ("<nvidia_smi_log><driver_version>580.159.04</driver_version><gpu id=\"00000000:17:00.0\">"
+           "<product_name>X</product_name><fb_memory_usage><total>97887 MiB</total></fb_memory_usage>%s</gpu>"
+           "</nvidia_smi_log>" % element)
+    facts = topo.read_nvidia_smi({"xml": xml, "topo": None, "query": None, "nvlink": None})
+    assert facts["gpus"][0]["bar1_total_mib"] == expected
+    listed = {"field": "gpus[0].bar1_total_mib", "reason": "not in nvidia-smi -q -x"} in facts["unavailable"]
+    assert listed is (expected is None)

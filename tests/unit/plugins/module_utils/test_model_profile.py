@@ -243,14 +243,10 @@ def test_load_profile_text_not_yaml_gives_line_and_column():
 
 @pytest.mark.parametrize("text, message", [
     ("- name: tiny\n- source: org/tiny\n",
-     "/p/x.yml holds a list ([{'name': 'tiny'}, {'source': 'org/tiny'}]), not a mapping; expected a model "
-     "profile (a mapping of the keys in docs/model-profiles.md)"),
-    ("kimi_k25\n", "/p/x.yml holds a string ('kimi_k25'), not a mapping; expected a model profile (a mapping of the "
+     "/p/x.yml holds a list, not a mapping; expected a model profile (a mapping of the keys in docs/model-profiles.md)"),
+    ("kimi_k25\n", "/p/x.yml holds a string, not a mapping; expected a model profile (a mapping of the "
      "keys in docs/model-profiles.md)"),
-    ("42\n", "/p/x.yml holds an integer (42), not a mapping; expected a model profile (a mapping of the keys in "
-     "docs/model-profiles.md)"),
-    ("[%s]\n" % ", ".join(["kimi_k25"] * 10), "/p/x.yml holds a list (['kimi_k25', 'kimi_k25', 'kimi_k25', "
-     "'kimi_k25', 'kimi_k2...), not a mapping; expected a model profile (a mapping of the keys in "
+    ("42\n", "/p/x.yml holds an integer, not a mapping; expected a model profile (a mapping of the keys in "
      "docs/model-profiles.md)"),
     ("", "/p/x.yml is empty; expected a model profile (a mapping of the keys in docs/model-profiles.md)"),
     ("---\n# only a comment\n", "/p/x.yml is empty; expected a model profile (a mapping of the keys in "
@@ -340,3 +336,69 @@ def test_a_canary_is_checked_key_by_key():
     assert any(p.startswith("vllm_service_profile.canary.expect: not a regular expression") for p in problems)
     assert any(p.startswith("vllm_service_profile.canary.extra: not a canary key") for p in problems)
     assert mp.canary({"canary": {"prompt": "q"}})["max_tokens"] == mp.DEFAULT_CANARY["max_tokens"]
+
+
+# --- issue 28: a line break in any profile string is refused when the profile is loaded, by file and key ---------
+
+STRING_KEYS = sorted(k for k, (types, _req, _what) in mp.PROFILE_KEYS.items() if types == (str,))
+
+
+@pytest.mark.parametrize("breaker, what", [("\n", "a newline (\\n)"), ("\r", "a carriage return (\\r)")])
+@pytest.mark.parametrize("key", STRING_KEYS)
+def test_a_line_break_in_any_string_key_is_refused_naming_the_file_and_key(key, breaker, what):
+    data = yaml.safe_load(TINY)
+    data[key] = "x" + breaker + "[Service]" + breaker + "ExecStartPre=/bin/sh -c id"
+    with pytest.raises(mp.ProfileError) as err:
+        mp.load_profile_text(yaml.safe_dump(data), "/p/evil.yml")
+    message = str(err.value)
+    assert message.startswith("vllm_service_profile: /p/evil.yml is not a valid model profile: ")
+    assert "vllm_service_profile.%s contains %s: every string of a profile is one line" % (key, what) in message
+    assert "ExecStartPre" not in message and "[Service]" not in message
+    assert message.count("vllm_service_profile.%s" % key) == 1  # that one message, no second rule echoes it
+
+
+@pytest.mark.parametrize("extra, place", [
+    ("extra_args: [--enforce-eager, \"--x\\nExecStartPre=/bin/id\"]\n", "extra_args[1]"),
+    ("chat_template: \"{% for m in messages %}\\n{{ m.content }}\\n{% endfor %}\"\n", "chat_template"),
+    ("default_chat_template_kwargs: {thinking: \"a\\rb\"}\n", "default_chat_template_kwargs.thinking"),
+    ("canary: {prompt: \"one\\ntwo\"}\n", "canary.prompt"),
+    ("compute_capability_constraints: [{compute_capabilities: ['9.0'], reason: \"r\\nExecStartPre=/bin/id\"}]\n",
+     "compute_capability_constraints[0].reason"),
+])
+def test_a_line_break_at_any_depth_is_named_by_its_place(extra, place):
+    with pytest.raises(mp.ProfileError) as err:
+        mp.load_profile_text(TINY + extra, "/p/x.yml")
+    assert "vllm_service_profile.%s contains " % place in str(err.value)
+    assert "ExecStartPre" not in str(err.value) and "two" not in str(err.value)
+
+
+def test_a_key_that_spans_lines_is_not_shown():
+    with pytest.raises(mp.ProfileError) as err:
+        mp.load_profile_text(TINY + "\"x\\nExecStartPre=/bin/id\": 1\n", "/p/x.yml")
+    assert "vllm_service_profile has a key that spans lines (not shown)" in str(err.value)
+    assert "ExecStartPre" not in str(err.value)
+
+
+@pytest.mark.parametrize("text", [
+    "HF_TOKEN=hf_SECRETVALUE\nAWS_SECRET=abcSECRETVALUE\n",  # an env file: one multi-line YAML string
+    "root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1:SECRETVALUE:/usr/sbin:/usr/sbin/nologin\n",
+    "- SECRETVALUE\n- another line\n",
+    "[default]\naws_access_key_id = SECRETVALUE\n",
+])
+def test_a_file_that_is_no_profile_is_never_echoed(tmp_path, text):
+    path = tmp_path / "not-a-profile"
+    path.write_text(text)
+    with pytest.raises(mp.ProfileError) as err:
+        mp.load_profile(str(path), PROFILES)
+    assert str(err.value).startswith("vllm_service_profile: %s " % path)
+    assert "SECRETVALUE" not in str(err.value) and "root:x" not in str(err.value)
+
+
+def test_a_known_key_of_the_wrong_type_shows_only_a_short_one_line_value():
+    data = yaml.safe_load(TINY)
+    data.update(max_model_len="long", hidden_size={"secret": "SECRETVALUE"}, num_attention_heads="y" * 200)
+    problems = mp.validate_profile(data)
+    assert "vllm_service_profile.max_model_len: must be a integer, got str 'long'" in problems
+    assert "vllm_service_profile.hidden_size: must be a integer, got a mapping of 1 key(s)" in problems
+    assert "vllm_service_profile.num_attention_heads: must be a integer, got a string of 200 characters" in problems
+    assert "SECRETVALUE" not in " ".join(problems)

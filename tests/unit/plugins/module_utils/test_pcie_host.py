@@ -248,8 +248,8 @@ def test_bar1_from_sysfs_resource_for_nvidia_only(tmp_path):
     assert ph.read_bar1_mib(root, "0000:17:00.0")["unavailable"][0]["reason"] == "vendor 0x1000 is not NVIDIA: no BAR1 aperture to read"
     gpu = ph.read_host(root, [{"pci_bus_id": "00000000:18:00.0", "memory_total_mib": 98304}])["gpus"][0]
     assert (gpu["bar1_mib"], gpu["bar1_source"], gpu["framebuffer_mib"]) == (256, "sysfs resource", 98304)
-    gpu = ph.read_host(root, [{"pci_bus_id": "00000000:18:00.0", "bar1_total_mib": 131072}])["gpus"][0]
-    assert (gpu["bar1_mib"], gpu["bar1_source"], gpu["framebuffer_mib"]) == (131072, "nvml", None)
+    gpu = ph.read_host(root, [{"pci_bus_id": "00000000:18:00.0", "bar1_total_mib": 131072}], "nvidia_smi")["gpus"][0]
+    assert (gpu["bar1_mib"], gpu["bar1_source"], gpu["framebuffer_mib"]) == (131072, "nvidia_smi", None)
 
 
 @pytest.mark.parametrize("given,sysfs", [("00000000:17:00.0", "0000:17:00.0"), ("00000000:C1:00.0", "0000:c1:00.0"),
@@ -262,7 +262,7 @@ def test_bus_id_from_nvml_to_sysfs(given, sysfs):
 
 def test_as_shipped_host_section(tmp_path):
     root, s = tree(tmp_path, "rtxpro6000-x4-epyc-as-shipped")
-    host = ph.read_host(root, s["gpus"])
+    host = ph.read_host(root, s["gpus"], "nvml")
     assert json.loads(json.dumps(host)) == host and host["unavailable"] == []
     assert host["iommu"] == {"mode": "translated", "groups": 6, "types": {"DMA-FQ": 4, "DMA": 1, "unmanaged": 1}, "untyped": 0}
     assert host["uvm"]["hmm_disabled"] is False and host["aspm"]["policy"] == "default"
@@ -399,7 +399,7 @@ def test_hmm_depends_on_architecture_and_on_what_modprobe_will_set(tmp_path):
                                                    "nvidia_uvm is not loaded; /etc/modprobe.d/nvidia-uvm.conf sets uvm_disable_hmm=1 for its next load"}]
     pending = copy.deepcopy(host)
     pending["uvm"].update(uvm_disable_hmm="N", hmm_disabled=False)
-    assert "/etc/modprobe.d/nvidia-uvm.conf sets it, not yet in effect" in pf.check_hmm(pending, "blackwell")[0]["reason"]
+    assert "/etc/modprobe.d/nvidia-uvm.conf sets uvm_disable_hmm=1, not yet in effect" in pf.check_hmm(pending, "blackwell")[0]["reason"]
     hopper = pf.check_hmm(pending, "hopper")[0]
     assert (hopper["result"], hopper["reason"]) == ("ok", "hopper, not Blackwell: the HMM lock-up is reported on Blackwell")
 
@@ -521,3 +521,73 @@ def test_doc_names_every_check():
         doc = f.read()
     for check in pf.CHECKS:
         assert "| `%s` |" % check in doc, check
+
+
+# --- issue 28: BAR1 from the GPU backends first, as docs/pcie-host-facts.md promises -------------------------------
+
+@pytest.mark.parametrize("backend", ["nvml", "nvidia_smi"])
+def test_bar1_from_either_backend_needs_no_resource_file(tmp_path, backend):
+    """The real H200's BAR1 as each backend read it (tests/fixtures/gpu/real/h200-x1-device), over a host tree without
+    sysfs resource files (a VM's, a container's): BAR1 is read, from the backend, and the finding is ok, no longer
+    "could not be read"."""
+    import nvml_double
+    from ansible_collections.moeops.inference.plugins.module_utils._facts import gpu_topology as topo
+    device = os.path.join(os.path.dirname(HOST_FIXTURES), "gpu", "real", "h200-x1-device")
+    if backend == "nvml":
+        gpus = topo.read_nvml(nvml_double.from_bar1_capture(os.path.join(device, "nvml-bar1.json")))["gpus"]
+    else:
+        with open(os.path.join(device, "nvidia-smi.q_x.bar1-capture.xml")) as f:
+            gpus = topo.read_nvidia_smi({"xml": f.read(), "topo": None, "query": None, "nvlink": None})["gpus"]
+    host = ph.read_host(str(tmp_path / "no-sysfs"), gpus, backend)
+    gpu = host["gpus"][0]
+    assert (gpu["bar1_mib"], gpu["bar1_source"], gpu["framebuffer_mib"]) == (262144, backend, 143771)
+    assert not [u for u in host["unavailable"] if "bar1" in u["field"]]
+    assert [(f["result"], f["reason"]) for f in pf.check_bar1(host)] == [("ok", "BAR1 covers the framebuffer on every GPU")]
+
+
+def _uvm_zero(tmp_path, name="zz-hmm-on.conf"):
+    """The fixed box, plus a modprobe.d file read after the role's that sets uvm_disable_hmm=0."""
+    root, s = tree(tmp_path, "rtxpro6000-x4-epyc-fixed")
+    with open(os.path.join(root, "etc", "modprobe.d", name), "w") as f:
+        f.write("# turns HMM back on\noptions nvidia_uvm uvm_disable_hmm=0\n")
+    return ph.read_host(root, s["gpus"])
+
+
+def test_uvm_disable_hmm_0_in_modprobe_d_is_a_setting_not_nothing(tmp_path):
+    """Issue 28: =0 was tested for truth and read as "not set": a file that turns HMM back on at the next load went
+    unreported (loaded with HMM off) or reported as unreadable (not loaded)."""
+    host = _uvm_zero(tmp_path)
+    assert host["uvm"]["configured_hmm_disabled"] is False
+    where = "/etc/modprobe.d/zz-hmm-on.conf sets uvm_disable_hmm=0"
+    loaded_off = copy.deepcopy(host)
+    loaded_off["uvm"].update(loaded=True, uvm_disable_hmm="Y", hmm_disabled=True)
+    found = pf.check_hmm(loaded_off, "blackwell")
+    assert [(f["result"], f["reason"].split(". Source:")[0]) for f in found] == [
+        ("warning", "nvidia_uvm runs with uvm_disable_hmm=Y now, but %s: HMM comes back on when nvidia_uvm is next "
+                    "loaded (a reboot)" % where)]
+    unloaded = copy.deepcopy(host)
+    unloaded["uvm"].update(loaded=False, uvm_disable_hmm=None, hmm_disabled=None)
+    found = pf.check_hmm(unloaded, "blackwell")
+    assert [(f["result"], f["reason"].split(". Source:")[0]) for f in found] == [
+        ("warning", "nvidia_uvm is not loaded, and %s: HMM will be on when it loads, on a multi-GPU Blackwell box" % where)]
+    assert not found[0]["reason"].startswith(pf.UNREAD)
+    loaded_on = copy.deepcopy(host)
+    loaded_on["uvm"].update(loaded=True, uvm_disable_hmm="N", hmm_disabled=False)
+    assert "; %s, which keeps it on" % where in pf.check_hmm(loaded_on, "blackwell")[0]["reason"]
+
+
+@pytest.mark.parametrize("mode, says", [
+    ("translated", "redirected up to the root complex and through the IOMMU instead of going GPU to GPU, and NCCL can hang"),
+    ("mixed", "through the IOMMU"),
+    ("off", "(the IOMMU is off here, so it is not translated, but every transfer takes the long way"),
+    ("passthrough", "(the IOMMU is in passthrough here, so it is not translated, but every transfer takes the long way)"),
+])
+def test_the_acs_warning_names_the_iommu_only_where_there_is_one(tmp_path, mode, says):
+    root, s = tree(tmp_path, "rtxpro6000-x4-epyc-as-shipped")
+    host = ph.read_host(root, s["gpus"])
+    host["iommu"]["mode"] = mode
+    warned = [f for f in pf.check_acs(host) if f["result"] == "warning" and not f["reason"].startswith(pf.UNREAD)]
+    assert warned and all(says in f["reason"] for f in warned)
+    if mode in ("off", "passthrough"):
+        # The source it cites (NCCL #2079) still says how that report's box failed.
+        assert not any("through the IOMMU" in f["reason"].split(". Source:")[0] for f in warned)

@@ -248,3 +248,126 @@ def test_front_inputs_that_would_reach_nginx_are_refused_before_anything_changes
 def test_front_defaults_pass():
     assert problems("vllm_service", vllm_service_host="0.0.0.0", vllm_service_front_metrics_cidrs=["10.0.0.0/8"],
                     vllm_service_front_tls_cert="/etc/c.pem", vllm_service_front_tls_key="/etc/k.pem") == []
+
+
+# --- issue 28 ------------------------------------------------------------------------------------------------------
+
+from ansible_collections.moeops.inference.plugins.module_utils._common import inputs  # noqa: E402
+from ansible_collections.moeops.inference.plugins.module_utils._common import specs  # noqa: E402
+from ansible_collections.moeops.inference.plugins.module_utils._policy import api_front  # noqa: E402
+
+
+@pytest.mark.parametrize("host, loopback", [
+    ("127.0.0.1", True), ("127.255.3.4", True), ("::1", True), ("0:0:0:0:0:0:0:1", True), ("::1%lo", True),
+    ("localhost", True),
+    # Class 4: a name is a name, whatever it starts with; it may resolve anywhere.
+    ("127.attacker.example", False), ("127.0.0.1.nip.io", False), ("localhost.", False), ("localhost.example", False),
+    ("LOCALHOST", False), ("::ffff:127.0.0.1", False), ("0.0.0.0", False), ("::", False), ("", False),
+    ("10.0.0.1", False),
+])
+def test_loopback_is_a_literal_address_or_exactly_localhost(host, loopback):
+    assert inputs.is_loopback(host) is loopback
+    assert api_front.is_loopback(host) is loopback  # the front asks the one rule
+
+
+def test_a_name_that_starts_with_127_gets_a_front_and_an_api_key():
+    from conftest import load_json, role_result
+    from ansible_collections.moeops.inference.plugins.module_utils._facts import gpu_topology as topo
+    gpus = topo.from_snapshot(load_json("constructed", "rtxpro6000-x8-2numa.json"), "rtxpro6000-x8-2numa")
+    plan = role_result("vllm_service", {"gpus": gpus}, vllm_service_host="127.attacker.example")["plan"]
+    assert plan["front"]["enabled"] and plan["generate_api_key"] and not plan["loopback"]
+    assert "--host" in plan["args"] and plan["args"][plan["args"].index("--host") + 1] == "127.0.0.1"
+
+
+@pytest.mark.parametrize("role, name", [("vllm_service", "vllm_service_host"), ("ray_cluster", "ray_cluster_head_address"),
+                                        ("ray_cluster", "ray_cluster_dashboard_host")])
+@pytest.mark.parametrize("value", ["::1%i --dashboard-host 0.0.0.0", "fe80::1%eth0;", "fe80::1%", "fe80::1%..",
+                                   "fe80::1%a/b", "fe80::1%abcdefghijklmnop", "fe80::1%$(id)"])
+def test_a_scope_id_that_is_no_interface_name_is_refused(role, name, value):
+    """Class 5: ipaddress takes any text after the '%'; it reached Ray's argv and nginx's configuration."""
+    assert problems(role, **{name: value}) == [
+        "%s: %s must be an IP address or a host name; the scope id after the '%%' of an IPv6 address is an interface "
+        "name or index (1 to 15 letters, digits, _ . -), got %r" % (role, name, value)]
+
+
+@pytest.mark.parametrize("value", ["fe80::1%eth0", "fe80::1%enp65s0f0np0", "fe80::1%2", "fe80::1%br-lan.10", "::1%lo"])
+def test_a_scope_id_that_names_an_interface_passes(value):
+    assert problems("vllm_service", vllm_service_host=value) == []
+
+
+@pytest.mark.parametrize("value, address", [("127.1", "127.0.0.1"), ("0x7f000001", "127.0.0.1"),
+                                            ("2130706433", "127.0.0.1"), ("10.1", "10.0.0.1")])
+def test_a_name_the_resolver_reads_as_an_ipv4_address_is_refused(value, address):
+    assert problems("vllm_service", vllm_service_host=value) == [
+        "vllm_service: vllm_service_host must be an IP address or a host name; %r is read by the resolver as the IPv4 "
+        "address %s: write that address" % (value, address)]
+
+
+@pytest.mark.parametrize("cidr", ["::1%i/128", "fe80::%eth0/64", "10.0.0.0/8%x"])
+def test_a_metrics_network_never_carries_a_scope_id(cidr):
+    found = problems("vllm_service", vllm_service_front_metrics_cidrs=[cidr])
+    assert any("vllm_service_front_metrics_cidrs[0] must be a network such as 10.0.0.0/8" in p for p in found), found
+
+
+@pytest.mark.parametrize("name", ["ray_cluster_node_address", "ray_cluster_head_address"])
+@pytest.mark.parametrize("value", ["::1", "fd00::5", "fe80::1%eth0"])
+def test_ray_refuses_an_ipv6_cluster_address_in_its_check(name, value):
+    """The late refusal (getent ahostsv4, after Ray was installed) is the input rule now."""
+    assert problems("ray_cluster", **{name: value}) == [
+        "ray_cluster: %s must be an IPv4 address or a host name with one: the role reaches the cluster over IPv4 (each "
+        "node resolves the others with getent ahostsv4, and NCCL's and gloo's interface is the one holding this IPv4 "
+        "address), got the IPv6 address %r" % (name, value)]
+
+
+@pytest.mark.parametrize("port, host", [(65535, "0.0.0.0"), ("65535", "10.0.0.5"), (65535, "gpu-01.lab.example")])
+def test_port_65535_behind_a_front_is_refused_by_the_users_port(port, host):
+    found = problems("vllm_service", vllm_service_port=port, vllm_service_host=host)
+    assert found == ["vllm_service: vllm_service_port 65535 leaves no port for vLLM behind the front: vllm_service_host "
+                     "%s is not loopback, so the front listens on vllm_service_port and vLLM on "
+                     "vllm_service_backend_port, which is null (the port + 1, beyond 65535); set "
+                     "vllm_service_backend_port, or a lower vllm_service_port" % host]
+    assert "65536" not in found[0]
+
+
+def test_port_65535_passes_on_loopback_or_with_a_backend_port():
+    assert problems("vllm_service", vllm_service_port=65535) == []
+    assert problems("vllm_service", vllm_service_port=65535, vllm_service_host="0.0.0.0",
+                    vllm_service_backend_port=8001) == []
+
+
+@pytest.mark.parametrize("role", ["vllm_service", "ray_cluster"])
+def test_nccl_overrides_take_nccls_own_upper_case_names(role):
+    """Decided for issue 28: NCCL reads NCCL_PROTO, never nccl_proto, so a lower-case key was a silent no-op."""
+    name = role + "_nccl_overrides"
+    found = problems(role, **{name: {"nccl_proto": "LL", "Nccl_Algo": None, "CUDA_VISIBLE_DEVICES": "0",
+                                     "NCCL_P2P_LEVEL": "SYS", "NCCL_NVLS_ENABLE": None}})
+    env = role + "_environment"
+    assert found == [
+        "%s: %s key 'CUDA_VISIBLE_DEVICES' is not an NCCL variable: NCCL reads only upper-case NCCL_* names; other "
+        "variables go in %s" % (role, name, env),
+        "%s: %s key 'Nccl_Algo' is not an NCCL variable: NCCL reads only upper-case NCCL_* names (did you mean "
+        "NCCL_ALGO?); other variables go in %s" % (role, name, env),
+        "%s: %s key 'nccl_proto' is not an NCCL variable: NCCL reads only upper-case NCCL_* names (did you mean "
+        "NCCL_PROTO?); other variables go in %s" % (role, name, env)]
+
+
+@pytest.mark.parametrize("value", ["maybe", "sometimes", "", "[true]"])
+def test_a_string_for_a_bool_names_the_variable(value):
+    """pcie_host_clear_acs: 'maybe' once met Ansible's conditional-type error, with no variable named."""
+    found = problems("pcie_host", pcie_host_clear_acs=value)
+    assert len(found) == 1 and found[0].startswith("pcie_host: ") and "pcie_host_clear_acs" in found[0], found
+
+
+@pytest.mark.parametrize("running, refused", [("2.18.19", True), ("2.17.0", True), ("2.19.0", False),
+                                              ("2.19.0rc1", False), ("2.21.5", False), ("2.22.0.dev0", False)])
+def test_ansible_core_below_the_range_is_refused(running, refused):
+    problem = specs.ansible_version_problem(running)
+    assert bool(problem) is refused
+    if refused:
+        assert problem.startswith("moeops.inference needs ansible-core 2.19 to 2.21 (meta/runtime.yml: requires_ansible "
+                                  ">=2.19.0); this controller runs ansible-core %s, which is not supported" % running)
+
+
+def test_the_oldest_supported_ansible_is_meta_runtimes():
+    with open(specs.RUNTIME_FILE) as f:
+        assert ">=%s" % specs.oldest_ansible() in yaml.safe_load(f)["requires_ansible"]

@@ -578,6 +578,11 @@ def test_the_real_tuning_result_of_the_h200_sets_its_environment():
     assert result["environment_sources"]["NCCL_NVLS_ENABLE"]["rule"] == "nccl_tune:" + doc["fingerprint"]
     assert "NCCL_NVLS_ENABLE" not in plan(tuning=doc, nccl_overrides={"NCCL_NVLS_ENABLE": None})["environment"]
     assert plan(tuning={})["nccl"] == plan(tuning=None)["nccl"] == plan()["nccl"]
+    # The switch off, as -e gives it (a string): the plan's converted false, the static policy (issue 28, class 6).
+    for word in ("false", "no", "0", "off"):
+        assert "NCCL_NVLS_ENABLE" not in plan(tuning=doc, vllm_service_nccl_tuning=word)["environment"], word
+    assert plan(tuning=doc, vllm_service_nccl_tuning="true")["environment"]["NCCL_NVLS_ENABLE"] == \
+        doc["best"]["env"]["NCCL_NVLS_ENABLE"]
     # Measured elsewhere: ignored with a warning.
     other = plan(facts=rtxpro_x8(), tuning=doc)
     assert other["nccl"]["env"] == {"NCCL_ALGO": "Ring", "NCCL_P2P_LEVEL": "SYS", "NCCL_PROTO": "LL"}
