@@ -93,6 +93,24 @@ ansible-playbook -i "$inv" playbooks/minimax_m25.yml --tags preflight -e moeops_
 grep -q 'preflight passed: 8 GPU(s)' "$work/tag.txt" && grep -q 'changed=0.*failed=0' "$work/tag.txt"
 echo "passed   minimax_m25.yml --tags preflight with a one-file profile: checks only, changed=0"
 
+# Issue 28: a Ray node address that is IPv6 or has no IPv4 address, and a scope id that carries an argument, refused by
+# the ray_cluster role's check (once: by getent ahostsv4, after Ray was installed), on the node as a one-node cluster.
+ray_refused() {  # ray_refused NAME EXPECTED ARGS...
+  local name=$1 want=$2 rc=0; shift 2
+  ansible-playbook -i "$inv" "$here/ray_check.yml" -e ray_cluster_group=vllm_servers "$@" > "$work/ray-$name.txt" 2>&1 || rc=$?
+  [ "$rc" -eq 2 ] || { echo "ray check $name: exit $rc, expected 2"; tail -30 "$work/ray-$name.txt"; exit 1; }
+  grep -qF "$want" "$work/ray-$name.txt" || { echo "ray check $name lacks: $want"; tail -30 "$work/ray-$name.txt"; exit 1; }
+  ! grep -q "changed=[1-9]" "$work/ray-$name.txt" || { echo "ray check $name changed something"; exit 1; }
+  echo "refused  ray_cluster check, $name: ${want:0:110}"
+}
+ray_refused ipv6-node-address "ray_cluster: ray_cluster_node_address must be an IPv4 address or a host name with one" \
+  -e ray_cluster_node_address=fd00::5
+ray_refused unresolvable-node-address \
+  "ray_cluster: ray_cluster_node_address of moeops-badinputs ray-nowhere.invalid: no IPv4 address on moeops-badinputs (getent ahostsv4)" \
+  -e ray_cluster_node_address=ray-nowhere.invalid
+ray_refused scope-id-argument "ray_cluster: ray_cluster_dashboard_host must be an IP address or a host name; the scope id after" \
+  -e ray_cluster_node_address=10.89.0.250 -e 'ray_cluster_dashboard_host=::1%i --dashboard-host 0.0.0.0'
+
 fingerprint > "$work/after"
 if ! diff "$work/before" "$work/after"; then
   listing > "$work/after.list"

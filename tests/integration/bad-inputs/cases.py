@@ -26,7 +26,10 @@ BREAKERS = {"newline": ("\n", "a newline (\\n)"), "return": ("\r", "a carriage r
 OWN_CHECK_ROLES = ("preflight", "gpu_facts")
 MODULE_ROLES = ("nvidia_driver", "nvidia_persistenced", "vllm", "model_weights", "vllm_service")
 
-PREFLIGHT_TASK = "Preflight | Check the host, the model and every role's inputs, before anything changes"
+# The preflight role's tasks (roles/preflight/tasks): every role planned, the report of everything together, the stop.
+PLANS_TASK = "Preflight | Plan every role with all of its rules, as each does alone"
+REPORT_TASK = "Preflight | Report everything together"
+STOP_TASK = "Preflight | Stop here with every problem, before anything changes"
 # Tasks a host may have run when preflight refused it, or in preflight_only: reading only (the roles'
 # check entry points and the vllm_service plan they work out; the node fingerprint proves it).
 # Every secret a case puts somewhere holds this; no message may show it.
@@ -140,11 +143,19 @@ def verify(cases_path, deploy_json, preflight_json):
         for case in cases[batch]:
             host = case["host"]
             tasks = by_host.get(host, [])
-            checks = [r for n, r in tasks if n == PREFLIGHT_TASK]
-            if not checks:
-                failures.append("%s: the preflight check did not run" % host)
+            reports = [r for n, r in tasks if n == REPORT_TASK]
+            if not reports:
+                failures.append("%s: the preflight report was not made" % host)
                 continue
-            result = checks[0]
+            report = reports[0]["ansible_facts"]["preflight_report"]
+            stops = [r for n, r in tasks if n == STOP_TASK]
+            plans = [r for n, r in tasks if n == PLANS_TASK]
+            # As the preflight module once returned it: failed, msg (every problem), problems, warnings, constraints.
+            result = {"failed": bool(stops and stops[0].get("failed")), "msg": stops[0].get("msg", "") if stops else "",
+                      "problems": report["problems"], "preflight_warnings": report["preflight_warnings"],
+                      "checked": {"constraints": [
+                          c for one in (plans[0].get("results") if plans else []) if one.get("item") == "vllm_service"
+                          for c in ((one.get("plan") or {}).get("model_settings") or {}).get("applied") or []]}}
             if stats.get(host, {}).get("changed", 0):
                 failures.append("%s: %d task(s) reported a change" % (host, stats[host]["changed"]))
             ran = [n for n, r in tasks if not r.get("skipped")]
@@ -154,6 +165,9 @@ def verify(cases_path, deploy_json, preflight_json):
                     continue
                 if SECRET_MARK in result.get("msg", ""):
                     failures.append("%s: a secret was shown in the refusal" % host)
+                shown = [w for w in case.get("never", []) if w in result.get("msg", "")]
+                if shown:
+                    failures.append("%s: the refusal shows what it must not: %s" % (host, shown))
                 for one in case["inputs"]:
                     missing = [e for e in one["expect"] if e not in result.get("msg", "")]
                     if missing:
