@@ -106,6 +106,8 @@ t0=$SECONDS
 play deploy-cap1.log deploy.yml -e vllm_service_workload=throughput -e vllm_service_max_queued_requests=1 "$@" \
   || { tail -40 "$work/deploy-cap1.log"; exit 1; }
 grep -A1 -x -- --max-num-queued-reqs <<<"$(exec_start)" | tail -n1 | grep -qx 1
+# The command runs on the node: its $ are for the node's shell.
+# shellcheck disable=SC2016
 codes=$(adhoc -m ansible.builtin.shell -a 'set -a; . /etc/vllm/vllm.env 2>/dev/null || true; set +a
   port=$(systemctl show -p ExecStart vllm | grep -o -- "--port [0-9]*" | head -n1 | cut -d" " -f2)
   model=$(systemctl show -p ExecStart vllm | grep -o -- "--served-model-name [^ ;]*" | head -n1 | cut -d" " -f2)

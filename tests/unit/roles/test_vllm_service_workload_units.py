@@ -85,5 +85,5 @@ def test_the_queue_cap_from_inventory(cap, expected):
     got = [line.split()[1] for line in text.splitlines() if line.strip().startswith("--max-num-queued-reqs")]
     assert got == ([expected] if expected else [])
     assert result["plan"]["workload"]["queue_cap"]["rule"] == "vllm_service_max_queued_requests"
-    latency, _ = unit(vllm_service_workload="latency", vllm_service_max_queued_requests=8)
+    latency = unit(vllm_service_workload="latency", vllm_service_max_queued_requests=8)[0]
     assert "    --max-num-queued-reqs 8 \\" in latency.splitlines()
