@@ -147,8 +147,8 @@ def topology_file(facts: Mapping[str, Any], settings: Mapping[str, Mapping[str, 
         s = settings["NCCL_TOPO_FILE"]
         out["why"] = "NCCL_TOPO_FILE=%s set by %s (%s)" % (s["value"], s["source"], s["rule"])
     elif not out["generated"]:
-        out["why"] = ("not generated: the facts place no GPU (%s)" % "; ".join(made["notes"][:1])) if made["notes"] \
-            else "not generated: the facts place no GPU"
+        left = [n for n in made["notes"] if ": left out, " in n]
+        out["why"] = "not generated: the facts place no GPU%s" % ((" (%s)" % left[0]) if left else "")
     else:
         out["why"] = TOPOLOGY_NOT_APPLIED
     return out
