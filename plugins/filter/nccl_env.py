@@ -15,15 +15,15 @@ def _facts(facts):
     return facts
 
 
-def nccl_env(facts, overrides=None, explain=False, tuning=None):
-    """NCCL environment for the topology, a stored tuning result and inventory overrides applied."""
+def nccl_env(facts, overrides=None, explain=False, tuning=None, workload="balanced"):
+    """NCCL environment for the topology and workload, a stored tuning result and inventory overrides applied."""
     if overrides is not None and not isinstance(overrides, dict):
         raise AnsibleFilterError("nccl_env: overrides must be a dict of VAR: string (or null to remove)")
     if tuning is not None and not isinstance(tuning, dict):
         raise AnsibleFilterError("nccl_env: tuning must be a result from moeops.inference.nccl_tune_info (a dict) or null")
     try:
-        result = nccl_policy.nccl_policy(_facts(facts), overrides, tuning or None)
-    except TypeError as exc:
+        result = nccl_policy.nccl_policy(_facts(facts), overrides, tuning or None, workload=workload)
+    except (TypeError, ValueError) as exc:
         raise AnsibleFilterError(str(exc))
     return result if explain else result["env"]
 

@@ -11,10 +11,14 @@ short_description: Find the stored NCCL tuning result that matches the node now
 version_added: 0.2.0
 description:
   - Computes the fingerprint that M(moeops.inference.nccl_tune) stores its results under (topology from O(gpu_facts),
-    driver version, the NCCL version of the PyTorch in O(python), O(world_size)) and returns the stored result for it.
+    driver version, the NCCL version of the PyTorch in O(python), O(world_size)) and returns the stored result for it
+    and O(workload).
   - The C(moeops.inference.vllm_service) role passes that result to the NCCL policy, which then prefers the measured
     environment over its static rules; inventory overrides still win.
   - A result for another fingerprint is never returned; RV(stored) lists what is there, so a report can say why none matched.
+  - A result of the same box and rank count whose NCCL version or driver differs from now (an upgrade since the
+    sweep) is STALE - listed in RV(stale) with what changed, and RV(reason) says so; it is not used.
+  - A result whose best environment names an C(NCCL_TOPO_FILE) that no longer exists is not used.
 author:
   - moeops.inference contributors (@moeops)
 requirements:
@@ -46,6 +50,12 @@ options:
   nccl_version:
     description: The NCCL version, when known; skips starting O(python).
     type: str
+  workload:
+    description: The workload the result must be for (the vllm_service role's C(vllm_service_workload)).
+    type: str
+    choices: [latency, balanced, throughput]
+    default: balanced
+    version_added: 0.8.0
   store_dir:
     description: Absolute directory of the stored results.
     type: path
@@ -57,11 +67,17 @@ EXAMPLES = r"""
   moeops.inference.nccl_tune_info:
     gpu_facts: "{{ ansible_facts.nvidia_gpu }}"
     world_size: 8
+    workload: throughput
   register: tuning
+
+- name: Say when an upgrade made a stored result stale
+  ansible.builtin.debug:
+    msg: "{{ tuning.stale | map(attribute='line') | list }}"
+  when: tuning.stale | length > 0
 
 - name: Render the NCCL environment with it
   ansible.builtin.debug:
-    msg: "{{ ansible_facts.nvidia_gpu | moeops.inference.nccl_env(tuning=tuning.result) }}"
+    msg: "{{ ansible_facts.nvidia_gpu | moeops.inference.nccl_env(tuning=tuning.result, workload='throughput') }}"
 """
 
 RETURN = r"""
@@ -78,21 +94,34 @@ fingerprint:
   returned: always
   type: dict
 stored_path:
-  description: Where a result for this fingerprint is or would be stored.
+  description: Where a result for this fingerprint and workload is or would be stored.
   returned: always
   type: str
+stale:
+  description:
+    - Results of this box and rank count for this workload measured with another NCCL version or driver; each with
+      C(path), C(fingerprint), C(measured_at), C(differs) (component - [then, now]) and C(line), one sentence.
+  returned: always
+  type: list
+  elements: dict
+  version_added: 0.8.0
+other_workloads:
+  description: Workloads with a result for this fingerprint other than O(workload).
+  returned: always
+  type: list
+  elements: str
+  version_added: 0.8.0
 reason:
   description: Why no result is used, empty when one is.
   returned: always
   type: str
 stored:
-  description: Fingerprint ids of every result in O(store_dir).
+  description: Every result in O(store_dir), as C(<fingerprint>-<workload>) (or C(<fingerprint>) from before workloads).
   returned: always
   type: list
   elements: str
 """
 
-import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
@@ -117,6 +146,7 @@ def main():
             gpu_facts=dict(type="dict", required=True),
             world_size=dict(type="int"),
             nccl_version=dict(type="str"),
+            workload=dict(type="str", default="balanced", choices=list(tune.WORKLOADS)),
             store_dir=dict(type="path", default="/var/lib/moeops/nccl-tuning"),
         ),
         supports_check_mode=True,
@@ -131,7 +161,8 @@ def main():
     except OSError:
         listing = []
     stored = tune.stored_names(listing)
-    result = dict(changed=False, found=False, result=None, fingerprint={}, stored_path="", reason="", stored=stored)
+    result = dict(changed=False, found=False, result=None, fingerprint={}, stored_path="", reason="", stored=stored,
+                  stale=[], other_workloads=[])
     if not stored:
         result["reason"] = "no tuning result stored in %s" % store_dir
         module.exit_json(**result)
@@ -144,21 +175,16 @@ def main():
             result["reason"] = why
             module.exit_json(**result)
     fp = tune.fingerprint(facts, version, world_size)
-    path = tune.result_file(store_dir, fp["id"])
-    result.update(fingerprint=fp, stored_path=path)
-    if fp["id"] not in stored:
-        result["reason"] = ("no result for this node's fingerprint %s (%s); stored: %s"
-                            % (fp["id"], json.dumps(fp["components"], sort_keys=True), ", ".join(stored)))
-        module.exit_json(**result)
-    doc, why = state_files.read_json_reason(path)
-    if why:
-        result["reason"] = "cannot read %s: %s" % (path, why)
-        module.exit_json(**result)
-    problems = tune.document_problems(doc)
-    if problems:
-        result["reason"] = "%s is not usable: %s" % (path, "; ".join(problems))
-        module.exit_json(**result)
-    result.update(found=True, result=doc)
+    chosen = tune.select_result(stored, state_files.read_json_reason, store_dir, fp, p["workload"])
+    result.update(fingerprint=fp, stored_path=chosen["path"], reason=chosen["reason"], stale=chosen["stale"],
+                  other_workloads=chosen["other_workloads"])
+    if chosen["found"]:
+        topo_file = ((chosen["result"].get("best") or {}).get("env") or {}).get("NCCL_TOPO_FILE")
+        if topo_file and not os.path.isfile(topo_file):
+            result["reason"] = ("%s is not usable: its best environment names NCCL_TOPO_FILE=%s, which does not exist "
+                                "(run the sweep again)" % (chosen["path"], topo_file))
+            module.exit_json(**result)
+        result.update(found=True, result=chosen["result"])
     module.exit_json(**result)
 
 

@@ -36,3 +36,11 @@ def role_vars(role, **overrides):
 
 def render(expr, variables):
     return Templar(loader=DataLoader(), variables=variables).template(trust_as_template(expr))
+
+
+def render_file(path, variables):
+    """A role's template file as the template module and lookup render it: backslashes in the template's own string
+    literals (wordwrap's '\\n# ') are not escaped, which Templar.template does for inline expressions."""
+    with open(path) as f:
+        text = f.read()
+    return Templar(loader=DataLoader(), variables=variables).template(trust_as_template(text), escape_backslashes=False)

@@ -46,6 +46,8 @@ def check(argv):
         "reasoning_parser": (ReasoningParserManager.get_reasoning_parser(args.reasoning_parser).__name__
                              if args.reasoning_parser else None),
         "chat_template_content_format": args.chat_template_content_format,
+        "performance_mode": engine.performance_mode,
+        "max_num_queued_reqs": engine.max_num_queued_reqs,
         "host": args.host,
         "port": args.port,
     }
@@ -71,9 +73,10 @@ def main():
         try:
             got = check(argv)
             out[name] = dict(ok=True, platform=platform, line="%s: parsed; kv-cache %s, custom all-reduce %s, tool parser %s, "
-                             "reasoning parser %s" % (name, got["kv_cache_dtype"],
-                                                      "off" if got["disable_custom_all_reduce"] else "on",
-                                                      got["tool_call_parser"], got["reasoning_parser"]), **got)
+                             "reasoning parser %s, performance mode %s, queue cap %s" % (
+                                 name, got["kv_cache_dtype"], "off" if got["disable_custom_all_reduce"] else "on",
+                                 got["tool_call_parser"], got["reasoning_parser"], got["performance_mode"],
+                                 got["max_num_queued_reqs"]), **got)
         except BaseException as exc:  # argparse exits with SystemExit; report every case
             failed = True
             error = "%s: %s" % (type(exc).__name__, exc)

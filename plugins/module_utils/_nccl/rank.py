@@ -35,8 +35,8 @@ import tempfile
 import time
 
 LINE_PREFIX = "NCCL_TUNE "
-# Inherited NCCL variables would make "defaults" something else.
-SCRUBBED_PREFIXES = ("NCCL_", "TORCH_NCCL_")
+# Inherited NCCL variables (and CUDA's connection count, which candidates set) would make "defaults" something else.
+SCRUBBED_PREFIXES = ("NCCL_", "TORCH_NCCL_", "CUDA_DEVICE_MAX_CONNECTIONS")
 
 
 def emit(record):

@@ -13,8 +13,18 @@ runner it is given; nccl_tune and nccl_tune_info share both.
 Protocol safety (NCCL environment-variable docs, NCCL_PROTO): LL128 "may cause
 silent data corruption" on platforms where NCCL does not enable it by itself,
 and NCCL enables it only on NVLink-connected GPUs of the architectures it was
-validated on.  So the grid offers LL128 only where every pair is on NVLink;
-LL and Simple are safe everywhere.
+validated on (src/graph/tuning.cc).  LL128 relies on a 128-byte store reaching
+the other GPU whole and in order; NCCL's maintainers found that CPUs split it
+into two 64-byte lines that may be reordered, which makes LL128 unsafe over
+PATH_SYS (review of NVIDIA/nccl PR #2036, whose LL128 part was reverted for it;
+NVIDIA/nccl issue #786).  So the planner offers LL128 only where every pair is
+on NVLink; LL and Simple are safe everywhere.
+
+Workloads (_policy/workload.py): the workload chooses the objective the
+candidates are ranked by (workload_objective), the sizes a pick may never be
+slower at (workload_guard), and, for throughput, the community's high-
+concurrency candidates (P2P off, more channels, a larger buffer, more CUDA
+connections).  A stored result belongs to one workload and one fingerprint.
 """
 
 from __future__ import annotations
@@ -30,8 +40,13 @@ import tempfile
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.moeops.inference.plugins.module_utils._nccl import rank as nccl_tune_rank
+from ansible_collections.moeops.inference.plugins.module_utils._policy.workload import WORKLOADS
+from ansible_collections.moeops.inference.plugins.module_utils._policy.workload import check as check_workload
 
-RESULT_SCHEMA_VERSION = 1
+# 2: one document a workload (its name in the file name and in `workload`); 1 (no workload) is still read, as the
+# balanced workload when it was ranked with balanced's objective.
+RESULT_SCHEMA_VERSION = 2
+READABLE_SCHEMA_VERSIONS = (1, 2)
 # Every line the rank script prints for the module starts with this.
 LINE_PREFIX = "NCCL_TUNE "
 
@@ -43,6 +58,56 @@ DEFAULT_ALGORITHMS = ("Ring", "Tree")
 DEFAULT_CHANNELS = (None, 4, 8, 16)
 ALL_PROTOCOLS = ("LL", "LL128", "Simple")
 P2P_LEVELS = ("LOC", "NVL", "PIX", "PXB", "PHB", "SYS")
+# Variables a candidate may set besides NCCL_*: CUDA's, which NCCL's community settings for high concurrency use.
+EXTRA_VARIABLES = ("CUDA_DEVICE_MAX_CONNECTIONS",)
+# Each workload's ranking weights, by size name (decode-N, prefill-N) or phase; see size_weights.
+# latency: batch-1 decode; throughput: decode at 32 and 128 requests and the 8k-token cold prefill.
+WORKLOAD_OBJECTIVES = {
+    "latency": {"decode-1": 0.7, "decode": 0.2, "prefill": 0.1},
+    "balanced": dict(DEFAULT_OBJECTIVE),
+    "throughput": {"decode-32": 0.3, "decode-128": 0.3, "prefill-8192": 0.3, "decode": 0.05, "prefill": 0.05},
+}
+# Channel floors tried on top of the static policy (NCCL_MIN_NCHANNELS alone, so NCCL may use more). The community
+# measured 22.2 GB/s all-reduce bus bandwidth with NCCL's 2 channels and 37.6 with NCCL_MIN_NCHANNELS=8 on 8x RTX PRO
+# 6000, dual EPYC Turin, 32 MB (rtx6kpro optimization/nccl-tuning.md, "NCCL Channel Configuration").
+DEFAULT_MIN_CHANNELS = (8, 16)
+# The community's high-concurrency settings (rtx6kpro optimization/nccl-tuning.md, "High-Concurrency Configuration":
+# MiniMax-M2.5 at 100 requests 5000 -> 10000 tok/s with P2P disabled; "NCCL_P2P_DISABLE=1 alone is not enough -- the
+# channel and buffer settings are also required"), measured for the throughput workload only, never set unmeasured.
+THROUGHPUT_CANDIDATES = (
+    ("p2p-off", {"NCCL_P2P_DISABLE": "1"}, False),
+    ("p2p-off/16-32ch/32MB/cdmc32", {"NCCL_P2P_DISABLE": "1", "NCCL_MIN_NCHANNELS": "16", "NCCL_MAX_NCHANNELS": "32",
+                                     "NCCL_BUFFSIZE": "33554432", "CUDA_DEVICE_MAX_CONNECTIONS": "32"}, False),
+    ("p2p-off/32-64ch/64MB/cdmc64", {"NCCL_P2P_DISABLE": "1", "NCCL_MIN_NCHANNELS": "32", "NCCL_MAX_NCHANNELS": "64",
+                                     "NCCL_BUFFSIZE": "67108864", "CUDA_DEVICE_MAX_CONNECTIONS": "64"}, False),
+    # The same channels and buffer with P2P left as the policy has it: is it P2P off, or the rest?
+    ("policy/32-64ch/64MB/cdmc64", {"NCCL_MIN_NCHANNELS": "32", "NCCL_MAX_NCHANNELS": "64",
+                                    "NCCL_BUFFSIZE": "67108864", "CUDA_DEVICE_MAX_CONNECTIONS": "64"}, True),
+)
+
+
+def workload_objective(workload: str, sizes: Sequence[Mapping[str, Any]]) -> Dict[str, float]:
+    """The workload's ranking weights; every size it names must be among `sizes` (a ValueError says which is not)."""
+    objective = dict(WORKLOAD_OBJECTIVES[check_workload(workload)])
+    names = {s["name"] for s in sizes}
+    phases = {s["phase"] for s in sizes}
+    missing = sorted(k for k in objective if k not in names and k not in phases)
+    if missing:
+        raise ValueError("workload %s weighs %s, which the message sizes (%s) do not include: measure them "
+                         "(decode_batches, prefill_tokens) or give an objective" % (
+                             workload, ", ".join(missing), ", ".join(s["name"] for s in sizes)))
+    return objective
+
+
+def workload_guard(workload: str, sizes: Sequence[Mapping[str, Any]]) -> List[str]:
+    """The sizes a pick may never be slower at than NCCL's defaults (beyond max_decode_regression): every decode
+    size for latency and balanced; for throughput the sizes its objective names (decode at 32 and 128, the 8k
+    prefill), so that a pick may give up single-stream speed, which throughput does not weigh."""
+    check_workload(workload)
+    if workload == "throughput":
+        named = set(WORKLOAD_OBJECTIVES["throughput"])
+        return [s["name"] for s in sizes if s["name"] in named]
+    return [s["name"] for s in sizes if s["phase"] == "decode"]
 
 
 # ------------------------------------------------------------------ message sizes
@@ -78,13 +143,24 @@ def message_sizes(
 
 # ------------------------------------------------------------------ candidates
 
+LL128_REASON = ("not every GPU pair is on NVLink: LL128 left out. NCCL enables it only over NVLink (src/graph/tuning.cc) "
+                "and documents that forcing it elsewhere can corrupt data silently; its maintainers found it unsafe "
+                "over PATH_SYS, where CPUs split a 128-byte store into two 64-byte lines that may be reordered "
+                "(review of NVIDIA/nccl PR #2036)")
+
+
 def safe_protocols(facts: Mapping[str, Any]) -> Tuple[List[str], str]:
     """Protocols the grid may force on this interconnect, and why."""
     interconnect = facts.get("interconnect") or {}
     if interconnect.get("nvlink_all"):
         return list(ALL_PROTOCOLS), "every GPU pair on NVLink: LL, LL128 and Simple are all safe to force"
-    return ["LL", "Simple"], ("not every GPU pair is on NVLink: LL128 left out, NCCL documents that forcing it where "
-                              "NCCL does not enable it can corrupt data silently")
+    return ["LL", "Simple"], LL128_REASON
+
+
+def lists_ll128(value: Any) -> bool:
+    """Whether an NCCL_PROTO value turns LL128 on (a list that names it; ^ excludes what it lists)."""
+    text = str(value or "").strip()
+    return not text.startswith("^") and "ll128" in [p.strip().lower() for p in text.split(",")]
 
 
 def p2p_levels_worth_trying(facts: Mapping[str, Any]) -> List[Optional[str]]:
@@ -110,11 +186,17 @@ def _env_key(env: Mapping[str, str]) -> Tuple[Tuple[str, str], ...]:
     return tuple(sorted(env.items()))
 
 
+def is_tunable(key: Any) -> bool:
+    """A variable a candidate may set: NCCL_* or one of EXTRA_VARIABLES."""
+    return isinstance(key, str) and (key.startswith("NCCL_") or key in EXTRA_VARIABLES)
+
+
 def _check_env(name: str, env: Mapping[str, Any]) -> Dict[str, str]:
     out: Dict[str, str] = {}
     for key, value in env.items():
-        if not isinstance(key, str) or not key.startswith("NCCL_"):
-            raise ValueError("%s: variable names must start with NCCL_, got %r" % (name, key))
+        if not is_tunable(key):
+            raise ValueError("%s: variable names must start with NCCL_ (or be %s), got %r"
+                             % (name, ", ".join(EXTRA_VARIABLES), key))
         if not isinstance(value, str):
             raise ValueError("%s: %s must be a string (quote it in YAML), got %r" % (name, key, value))
         out[key] = value
@@ -130,14 +212,24 @@ def plan_candidates(
     channels: Optional[Sequence[Optional[int]]] = None,
     p2p_levels: Optional[Sequence[Optional[str]]] = None,
     max_candidates: int = 24,
+    workload: str = "balanced",
+    topology_file: Optional[str] = None,
+    min_channels: Optional[Sequence[int]] = None,
 ) -> Dict[str, Any]:
-    """Candidates in the order they are measured: NCCL's defaults, the static policy, then the grid.
+    """Candidates in the order they are measured: NCCL's defaults, the static policy, the topology file (with the
+    policy and alone), channel floors on the policy, the throughput workload's high-concurrency settings, then the
+    grid.
 
     `pinned` variables are fixed in every candidate (they win over the policy
     and remove their dimension from the grid).  None in a grid list means
-    "leave that variable unset".  Returns {'candidates': [{name, origin, env}],
-    'notes': [..], 'grid_size': n}.
+    "leave that variable unset"; an empty grid list means no grid.
+    `topology_file` is the path of the NCCL topology file written from the
+    facts (None: none).  `min_channels` are NCCL_MIN_NCHANNELS floors tried
+    on the policy (default DEFAULT_MIN_CHANNELS).  Everything after the policy
+    is cut at `max_candidates` in that order.  Returns {'candidates': [{name,
+    origin, env}], 'notes': [..], 'grid_size': n}.
     """
+    check_workload(workload)
     pinned_env = _check_env("pinned", pinned or {})
     policy = _check_env("policy_env", policy_env)
     notes: List[str] = []
@@ -149,6 +241,9 @@ def plan_candidates(
         if unsafe:
             raise ValueError("protocols %s are not safe here (%s)" % (", ".join(map(str, unsafe)), why))
         protocols_list = list(protocols)
+    if "NCCL_PROTO" in pinned_env and lists_ll128(pinned_env["NCCL_PROTO"]) and "LL128" not in allowed:
+        raise ValueError("pinned NCCL_PROTO=%s turns LL128 on, which is not safe here (%s)"
+                         % (pinned_env["NCCL_PROTO"], why))
     notes.append(why)
     algorithms_list: List[Optional[str]] = list(DEFAULT_ALGORITHMS if algorithms is None else algorithms)
     for algo in algorithms_list:
@@ -158,6 +253,10 @@ def plan_candidates(
     for ch in channels_list:
         if ch is not None and not (1 <= int(ch) <= 64):
             raise ValueError("channels: 1 to 64 (or null), got %r" % (ch,))
+    floors = list(DEFAULT_MIN_CHANNELS if min_channels is None else min_channels)
+    for ch in floors:
+        if not (1 <= int(ch) <= 64):
+            raise ValueError("min_channels: 1 to 64, got %r" % (ch,))
     levels_list: List[Optional[str]] = list(p2p_levels_worth_trying(facts) if p2p_levels is None else p2p_levels)
     for level in levels_list:
         if level is not None and level not in P2P_LEVELS:
@@ -173,17 +272,32 @@ def plan_candidates(
     candidates: List[Dict[str, Any]] = []
     seen: Dict[Tuple[Tuple[str, str], ...], Dict[str, Any]] = {}
 
-    def add(name: str, origin: str, env: Dict[str, str]) -> None:
+    def add(name: str, origin: str, env: Dict[str, str]) -> bool:
         key = _env_key(env)
         if key in seen:
             seen[key].setdefault("aliases", []).append(name)
-            return
+            return False
         entry = {"name": name, "origin": origin, "env": env}
         seen[key] = entry
         candidates.append(entry)
+        return True
 
     add("defaults", "defaults", with_pins({}))
     add("policy", "policy", with_pins(policy))
+    # The focused candidates, in order, then the grid: (name, origin, env).
+    focused: List[Tuple[str, str, Dict[str, str]]] = []
+    if topology_file:
+        focused.append(("policy+topo", "topology", with_pins(dict(policy, NCCL_TOPO_FILE=topology_file))))
+        focused.append(("topo", "topology", with_pins({"NCCL_TOPO_FILE": topology_file})))
+    for ch in floors:
+        focused.append(("policy+min%dch" % int(ch), "channels", with_pins(dict(policy, NCCL_MIN_NCHANNELS=str(int(ch))))))
+    nvlink_all = bool((facts.get("interconnect") or {}).get("nvlink_all"))
+    if workload == "throughput" and not nvlink_all:
+        for name, env, on_policy in THROUGHPUT_CANDIDATES:
+            focused.append((name, "throughput", with_pins(dict(policy, **env) if on_policy else dict(env))))
+    elif workload == "throughput":
+        notes.append("every GPU pair on NVLink: the high-concurrency candidates (P2P off) are left out, NVLink P2P is "
+                     "the fast path")
     grid: List[Dict[str, str]] = []
     # Channel counts outermost, protocol innermost: a grid cut by max_candidates
     # still covers every protocol, algorithm and P2P level.
@@ -210,16 +324,19 @@ def plan_candidates(
             grid_keys.add(_env_key(env))
             unique_grid.append(env)
     room = max(int(max_candidates) - len(candidates), 0)
-    for env in unique_grid:
-        if room == 0:
-            break
-        before = len(candidates)
-        add(candidate_name(env, pinned_env), "grid", env)
-        if len(candidates) > before:
+    left_out: List[str] = []
+    for name, origin, env in focused + [(candidate_name(e, pinned_env), "grid", e) for e in unique_grid]:
+        if _env_key(env) in seen:
+            add(name, origin, env)  # an alias of one already planned
+        elif room == 0:
+            left_out.append(name)
+        elif add(name, origin, env):
             room -= 1
     measured_grid = sum(1 for c in candidates if c["origin"] == "grid")
-    dropped = len([e for e in unique_grid if _env_key(e) not in seen])
-    if dropped:
+    dropped_focused = [n for n in left_out if n in {f[0] for f in focused}]
+    if dropped_focused:
+        notes.append("max_candidates=%d left out %s" % (max_candidates, ", ".join(dropped_focused)))
+    if len(left_out) > len(dropped_focused):
         notes.append("grid of %d points cut to %d by max_candidates=%d" % (len(unique_grid), measured_grid, max_candidates))
     return {"candidates": candidates, "notes": notes, "grid_size": len(unique_grid)}
 
@@ -385,18 +502,22 @@ def rank_candidates(
     objective: Mapping[str, Any],
     max_decode_regression: float = 0.0,
     min_improvement: float = 0.0,
+    guarded: Optional[Sequence[str]] = None,
 ) -> Dict[str, Any]:
     """Rank measured candidates by the weighted mean of their time ratio to NCCL's defaults (lower is better).
 
     `measured`: [{name, origin, env, sizes: {name: {median_us..}}, errors: [..]}].
     A candidate is eligible when it measured every size and is no slower than
-    the defaults at any decode size (beyond `max_decode_regression`, a
-    fraction).  The defaults are always eligible, so the best is never worse
-    than leaving NCCL alone where decode is concerned.  `min_improvement` (a
-    fraction) is the score gain below which a candidate does not displace the
-    defaults: timing noise alone must not change a deployment.
+    the defaults at any guarded size (beyond `max_decode_regression`, a
+    fraction); `guarded` names those sizes (default: every decode size; the
+    workload's are workload_guard's).  The defaults are always eligible, so the
+    best is never worse than leaving NCCL alone at the guarded sizes.
+    `min_improvement` (a fraction) is the score gain below which a candidate
+    does not displace the defaults: timing noise alone must not change a
+    deployment.
     """
     weights = size_weights(sizes, objective)
+    guard = set(s["name"] for s in sizes if s["phase"] == "decode") if guarded is None else set(guarded)
     baseline = next((m for m in measured if m["origin"] == "defaults"), None)
     if baseline is None or baseline.get("errors") or len(baseline.get("sizes") or {}) != len(sizes):
         return {"ranking": [], "best": None, "weights": weights,
@@ -417,7 +538,7 @@ def rank_candidates(
                   if base[s["name"]]["median_us"] > 0 else 1.0 for s in sizes}
         score = sum(weights[n] * r for n, r in ratios.items()) / sum(weights.values())
         slower = [s["name"] for s in sizes
-                  if s["phase"] == "decode" and ratios[s["name"]] > 1.0 + float(max_decode_regression)]
+                  if s["name"] in guard and ratios[s["name"]] > 1.0 + float(max_decode_regression)]
         small_gain = cand["origin"] != "defaults" and score > 1.0 - float(min_improvement)
         why = ("slower than the defaults at %s" % ", ".join(slower)) if slower else (
             "gain below min_improvement %.3f" % float(min_improvement) if small_gain else "")
@@ -427,7 +548,8 @@ def rank_candidates(
     rows.sort(key=lambda r: (r["score"] is None, not r["eligible"], r["score"] if r["score"] is not None else 0.0,
                              r["origin"] != "defaults"))
     best = next(r for r in rows if r["eligible"])
-    return {"ranking": rows, "best": best, "weights": weights, "error": ""}
+    return {"ranking": rows, "best": best, "weights": weights, "guarded": [s["name"] for s in sizes if s["name"] in guard],
+            "error": ""}
 
 
 def ranked_table(ranking: Sequence[Mapping[str, Any]], measured: Sequence[Mapping[str, Any]],
@@ -474,8 +596,12 @@ def fingerprint(facts: Mapping[str, Any], nccl_version: Optional[str], world_siz
     return {"id": digest, "components": components}
 
 
-def result_file(store_dir: str, fingerprint_id: str) -> str:
-    return "%s/%s.json" % (store_dir.rstrip("/"), fingerprint_id)
+def result_file(store_dir: str, fingerprint_id: str, workload: Optional[str] = None) -> str:
+    """Where the result of a fingerprint and workload is stored: <fingerprint>-<workload>.json (schema 1, before
+    workloads: <fingerprint>.json, workload None)."""
+    if workload is None:
+        return "%s/%s.json" % (store_dir.rstrip("/"), fingerprint_id)
+    return "%s/%s-%s.json" % (store_dir.rstrip("/"), fingerprint_id, check_workload(workload))
 
 
 def build_document(
@@ -489,10 +615,13 @@ def build_document(
     settings: Mapping[str, Any],
     measured_at: str,
     host: str,
+    workload: str = "balanced",
+    topology_file: Optional[Mapping[str, Any]] = None,
 ) -> Dict[str, Any]:
     best = selection.get("best")
     return {
         "schema_version": RESULT_SCHEMA_VERSION,
+        "workload": check_workload(workload),
         "fingerprint": fp["id"],
         "fingerprint_components": dict(fp["components"]),
         "measured_at": measured_at,
@@ -501,7 +630,9 @@ def build_document(
         "sizes": [dict(s) for s in sizes],
         "objective": dict(objective),
         "weights": dict(selection.get("weights") or {}),
+        "guarded": list(selection.get("guarded") or []),
         "pinned": dict(pinned),
+        "topology_file": dict(topology_file) if topology_file else None,
         "candidates": [dict(m) for m in measured],
         "not_run": list(not_run),
         "ranking": [dict(r) for r in selection.get("ranking") or []],
@@ -511,24 +642,61 @@ def build_document(
     }
 
 
-def document_problems(doc: Any) -> List[str]:
-    """Why a stored document cannot feed the policy; empty when it can."""
+def document_workload(doc: Mapping[str, Any]) -> Optional[str]:
+    """The workload a stored document was ranked for: its `workload`; a schema 1 document (before workloads) counts
+    as balanced when it was ranked with balanced's objective, else as none."""
+    if doc.get("schema_version") == 1:
+        return "balanced" if doc.get("objective") == WORKLOAD_OBJECTIVES["balanced"] else None
+    return doc.get("workload") if doc.get("workload") in WORKLOADS else None
+
+
+def document_problems(doc: Any, workload: Optional[str] = None) -> List[str]:
+    """Why a stored document cannot feed the policy (for `workload`, when given); empty when it can."""
     if not isinstance(doc, dict):
         return ["not a JSON object"]
     problems = []
-    if doc.get("schema_version") != RESULT_SCHEMA_VERSION:
-        problems.append("schema_version %r, this collection reads %d" % (doc.get("schema_version"), RESULT_SCHEMA_VERSION))
+    if doc.get("schema_version") not in READABLE_SCHEMA_VERSIONS:
+        problems.append("schema_version %r, this collection reads %s" % (
+            doc.get("schema_version"), " and ".join(str(v) for v in READABLE_SCHEMA_VERSIONS)))
+    elif workload is not None and document_workload(doc) != workload:
+        problems.append("it was ranked for the %s workload, this deployment's is %s" % (
+            document_workload(doc) or "objective %s (no named" % json.dumps(doc.get("objective"), sort_keys=True),
+            workload))
     best = doc.get("best")
     if not isinstance(best, dict) or not isinstance(best.get("env"), dict):
         problems.append("no best environment (%s)" % (doc.get("error") or "the sweep selected none"))
     else:
         for key, value in best["env"].items():
-            if not (isinstance(key, str) and key.startswith("NCCL_") and isinstance(value, str)):
-                problems.append("best.env has %r=%r, expected NCCL_* string values" % (key, value))
+            if not (is_tunable(key) and isinstance(value, str)):
+                problems.append("best.env has %r=%r, expected NCCL_* (or %s) string values"
+                                % (key, value, ", ".join(EXTRA_VARIABLES)))
     components = doc.get("fingerprint_components")
     if not isinstance(components, dict) or not components.get("topology"):
         problems.append("no fingerprint_components.topology")
     return problems
+
+
+# What may change between a sweep and now while the box stays the same; such a result is stale, not another box's.
+STALE_COMPONENTS = ("nccl_version", "driver_version")
+
+
+def stale_against(doc: Mapping[str, Any], fp: Mapping[str, Any]) -> Dict[str, List[Any]]:
+    """{component: [then, now]} where a stored document differs from the fingerprint now only in what an upgrade
+    changes (the NCCL version, the driver); {} when it is of another topology or rank count, or not different."""
+    then = doc.get("fingerprint_components") or {}
+    now = fp.get("components") or {}
+    if then.get("topology") != now.get("topology") or int(then.get("world_size") or 0) != int(now.get("world_size") or 0):
+        return {}
+    return {k: [then.get(k), now.get(k)] for k in STALE_COMPONENTS if then.get(k) != now.get(k)}
+
+
+def stale_line(path: str, doc: Mapping[str, Any], differs: Mapping[str, Sequence[Any]]) -> str:
+    """One sentence naming a stale result and what changed since it was measured."""
+    what = {"nccl_version": "NCCL", "driver_version": "driver"}
+    return ("NCCL sweep result %s (%s workload, measured %s) is STALE and not used: %s; the static policy applies "
+            "until playbooks/nccl_tune.yml measures again" % (
+                path, document_workload(doc) or "no", doc.get("measured_at", "?"),
+                ", ".join("%s %s then, %s now" % (what.get(k, k), v[0], v[1]) for k, v in sorted(differs.items()))))
 
 
 def tuning_summary(doc: Mapping[str, Any]) -> str:
@@ -537,9 +705,10 @@ def tuning_summary(doc: Mapping[str, Any]) -> str:
     comps = doc.get("fingerprint_components") or {}
     ratios = best.get("ratios") or {}
     decode = [v for k, v in sorted(ratios.items()) if k.startswith("decode-")]
-    return ("NCCL sweep %s (%s, %d ranks, NCCL %s, driver %s, backend %s, measured %s): best of %d candidates is %r, "
-            "objective %.3f of NCCL's defaults%s" % (
-                doc.get("fingerprint"), doc.get("host", "?"), int(comps.get("world_size") or 0),
+    return ("NCCL sweep %s (%s workload, %s, %d ranks, NCCL %s, driver %s, backend %s, measured %s): best of %d "
+            "candidates is %r, objective %.3f of NCCL's defaults%s" % (
+                doc.get("fingerprint"), document_workload(doc) or "no", doc.get("host", "?"),
+                int(comps.get("world_size") or 0),
                 comps.get("nccl_version"), comps.get("driver_version"),
                 (doc.get("settings") or {}).get("backend", "?"), doc.get("measured_at"),
                 len(doc.get("candidates") or []), best.get("name"), float(best.get("score") or 0.0),
@@ -547,5 +716,66 @@ def tuning_summary(doc: Mapping[str, Any]) -> str:
 
 
 def stored_names(listing: Iterable[str]) -> List[str]:
-    """Fingerprint ids among a directory's file names."""
-    return sorted(n[:-5] for n in listing if n.endswith(".json") and len(n) == 21)
+    """Stored results among a directory's file names, without .json: <fingerprint>-<workload> and, from before
+    workloads, <fingerprint>."""
+    names = []
+    for n in listing:
+        if not n.endswith(".json"):
+            continue
+        stem = n[:-5]
+        fp, _sep, workload = stem.partition("-")
+        if len(fp) == 16 and all(c in "0123456789abcdef" for c in fp) and (not _sep or workload in WORKLOADS):
+            names.append(stem)
+    return sorted(names)
+
+
+def select_result(stored: Sequence[str], read: Callable[[str], Tuple[Any, str]], store_dir: str,
+                  fp: Mapping[str, Any], workload: str) -> Dict[str, Any]:
+    """The stored result for this fingerprint and workload, or why there is none: {found, path, result, reason,
+    stale: [{path, fingerprint, measured_at, differs, line}], other_workloads: [..]}.
+
+    `stored` are stored_names() of `store_dir`; `read(path)` returns (document or None, why not). A result of
+    the same box and rank count whose NCCL version or driver differs is STALE: reported, never used. A schema 1
+    result (<fingerprint>.json) serves the balanced workload when it was ranked with balanced's objective.
+    """
+    check_workload(workload)
+    out: Dict[str, Any] = {"found": False, "path": result_file(store_dir, fp["id"], workload), "result": None,
+                           "reason": "", "stale": [], "other_workloads": []}
+    out["other_workloads"] = sorted(n.partition("-")[2] for n in stored
+                                    if n.startswith(fp["id"] + "-") and n.partition("-")[2] != workload)
+    names = [fp["id"] + "-" + workload] + ([fp["id"]] if workload == "balanced" else [])
+    for name in names:
+        if name not in stored:
+            continue
+        path = "%s/%s.json" % (store_dir.rstrip("/"), name)
+        doc, why = read(path)
+        if why:
+            out.update(path=path, reason="cannot read %s: %s" % (path, why))
+            return out
+        problems = document_problems(doc, workload)
+        if problems:
+            out.update(path=path, reason="%s is not usable: %s" % (path, "; ".join(problems)))
+            return out
+        out.update(found=True, path=path, result=doc)
+        return out
+    for name in stored:
+        fid, _sep, wl = name.partition("-")
+        if fid == fp["id"] or (wl or "balanced") != workload:
+            continue
+        path = "%s/%s.json" % (store_dir.rstrip("/"), name)
+        doc, why = read(path)
+        if why or not isinstance(doc, dict) or document_workload(doc) != workload:
+            continue
+        differs = stale_against(doc, fp)
+        if differs:
+            out["stale"].append({"path": path, "fingerprint": fid, "measured_at": doc.get("measured_at"),
+                                 "differs": differs, "line": stale_line(path, doc, differs)})
+    if out["stale"]:
+        out["reason"] = "; ".join(s["line"] for s in out["stale"])
+    else:
+        out["reason"] = ("no %s result for this node's fingerprint %s (%s)%s; stored: %s" % (
+            workload, fp["id"], json.dumps(fp["components"], sort_keys=True),
+            (", but for the %s workload(s): measure this one with playbooks/nccl_tune.yml -e vllm_service_workload=%s"
+             % (", ".join(out["other_workloads"]), workload)) if out["other_workloads"] else "",
+            ", ".join(stored) or "none"))
+    return out

@@ -23,11 +23,15 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional
 
 from ansible_collections.moeops.inference.plugins.module_utils._facts.gpu_topology import excluded_ifname, path_class, path_rank
+from ansible_collections.moeops.inference.plugins.module_utils._nccl import topology as nccl_topology_file
 from ansible_collections.moeops.inference.plugins.module_utils._nccl.tune import (
+    LL128_REASON,
     document_problems,
+    lists_ll128,
     topology_fingerprint,
     tuning_summary,
 )
+from ansible_collections.moeops.inference.plugins.module_utils._policy.workload import check as check_workload
 
 # NCCL's own P2P cutoff when NCCL_P2P_LEVEL is unset.
 NCCL_DEFAULT_P2P_CUTOFF = "PXB"
@@ -39,6 +43,22 @@ PCIE_LATENCY_REASON = (
     "documents these as tuning/debug variables: override or remove them from inventory "
     "(nccl_env overrides) if a measurement on your box says otherwise."
 )
+# The latency workload keeps the same rule, for the same measurement (single-stream decode).
+LATENCY_REASON = "workload latency (single-stream decode, what this was measured on): " + PCIE_LATENCY_REASON
+# The throughput workload leaves protocol and algorithm to NCCL unless a sweep for it measured otherwise.
+THROUGHPUT_REASON = (
+    "workload throughput: NCCL_PROTO and NCCL_ALGO left to NCCL, which picks per message size. The LL/Ring rule was "
+    "measured on single-stream decode; at 32 concurrent requests (Kimi with MTP, 8x RTX PRO 6000, NCCL with PR #2127) "
+    "LL alone gave 998 tok/s, Simple 1,109 and NCCL's own choice 1,003 (local-inference-lab/rtx6kpro "
+    "models/glm5.1/vllm-communicators-kimi-glm-2026-05-07.md, \"Kimi C32 MTP communication sweep\"): LL is about "
+    "10% slower than Simple there. A sweep for the throughput workload (playbooks/nccl_tune.yml) sets them where it "
+    "measures better; nothing sets them unmeasured.")
+# Why the topology file written from the facts is shown but not set.
+TOPOLOGY_NOT_APPLIED = (
+    "not applied: nothing measured it on this box. By NCCL's code it cannot raise the 16 GB/s NCCL gives every AMD "
+    "socket link (AMD_BW, src/graph/topo.h, v2.30.7), which the community's graph file and NCCL PR #2127 work around "
+    "(docs/nccl-tuning.md); the sweep (playbooks/nccl_tune.yml) measures the box with and without it, and a stored "
+    "result that picks it sets NCCL_TOPO_FILE")
 # The P2P gate failed and vllm_service_p2p_fallback lets vLLM start anyway: slower, but it serves.
 P2P_FALLBACK_REASON = (
     "the P2P gate failed and vllm_service_p2p_fallback is true: NCCL copies between GPUs through host memory "
@@ -87,21 +107,22 @@ def p2p_level(facts: Mapping[str, Any]) -> Dict[str, Any]:
 
 
 def apply_tuning(settings: Dict[str, Dict[str, str]], facts: Mapping[str, Any], tuning: Mapping[str, Any],
-                 notes: List[str], warnings: List[str]) -> None:
-    """Replace the static settings with a stored sweep's best environment (moeops.inference.nccl_tune).
+                 notes: List[str], warnings: List[str], workload: Optional[str] = None) -> bool:
+    """Replace the static settings with a stored sweep's best environment (moeops.inference.nccl_tune); whether it
+    did. A result ranked for another workload than `workload` (when given) is not used.
 
     The best environment is a whole measured environment: a variable the
     policy sets but the winner leaves unset is dropped, because leaving it
     unset is what was measured faster.
     """
-    problems = document_problems(tuning)
+    problems = document_problems(tuning, workload)
     if not problems and tuning["fingerprint_components"]["topology"] != topology_fingerprint(facts):
         problems = ["it was measured on another topology (%s, this one %s)"
                     % (tuning["fingerprint_components"]["topology"], topology_fingerprint(facts))]
     if problems:
         warnings.append("NCCL tuning result %s not used, static policy kept: %s"
                         % (tuning.get("fingerprint") if isinstance(tuning, Mapping) else "?", "; ".join(problems)))
-        return
+        return False
     rule = "nccl_tune:%s" % tuning["fingerprint"]
     reason = tuning_summary(tuning)
     best = tuning["best"]["env"]
@@ -111,29 +132,60 @@ def apply_tuning(settings: Dict[str, Dict[str, str]], facts: Mapping[str, Any], 
         del settings[name]
     for name, value in sorted(best.items()):
         settings[name] = _setting(value, rule, reason, source="tuning")
+    return True
+
+
+def topology_file(facts: Mapping[str, Any], settings: Mapping[str, Mapping[str, str]]) -> Dict[str, Any]:
+    """The NCCL topology file written from the facts (_nccl/topology.py), shown, and whether NCCL_TOPO_FILE is set
+    (only by a measurement or the inventory): {generated, applied, why, xml, gpus_written, gpus_left_out, notes}."""
+    made = nccl_topology_file.nccl_topology(facts)
+    out = {"generated": bool(made["gpus_written"]), "applied": "NCCL_TOPO_FILE" in settings, "xml": made["xml"],
+           "gpus_written": len(made["gpus_written"]), "gpus_left_out": len(made["gpus_left_out"]),
+           "cpu_nodes": len({g.get("numa_node") for g in facts.get("gpus") or [] if g.get("numa_node") is not None}),
+           "notes": list(made["notes"])}
+    if out["applied"]:
+        s = settings["NCCL_TOPO_FILE"]
+        out["why"] = "NCCL_TOPO_FILE=%s set by %s (%s)" % (s["value"], s["source"], s["rule"])
+    elif not out["generated"]:
+        left = [n for n in made["notes"] if ": left out, " in n]
+        out["why"] = "not generated: the facts place no GPU%s" % ((" (%s)" % left[0]) if left else "")
+    else:
+        out["why"] = TOPOLOGY_NOT_APPLIED
+    return out
 
 
 def nccl_policy(facts: Mapping[str, Any], overrides: Optional[Mapping[str, Any]] = None,
-                tuning: Optional[Mapping[str, Any]] = None, p2p_fallback: Optional[str] = None) -> Dict[str, Any]:
-    """Full result: {'env': {VAR: value}, 'settings': {VAR: {value, source, rule, reason}},
-    'warnings': [..], 'notes': [..], 'report': [one readable line per setting, note and warning]}.
+                tuning: Optional[Mapping[str, Any]] = None, p2p_fallback: Optional[str] = None,
+                workload: str = "balanced", stale: Optional[List[str]] = None) -> Dict[str, Any]:
+    """Full result: {'env': {VAR: value}, 'settings': {VAR: {value, source, rule, reason}}, 'workload',
+    'topology_file' (see topology_file; PCIe boxes of 2 GPUs and more), 'warnings': [..], 'notes': [..],
+    'report': [one readable line per setting, note and warning]}.
 
-    Precedence, lowest first: the static rules (source "policy"), a stored
-    tuning result (`tuning`, a document from moeops.inference.nccl_tune;
-    source "tuning"), the P2P gate's fallback (`p2p_fallback`, the gate's
-    failure message when vllm_service_p2p_fallback lets vLLM start anyway:
-    NCCL_P2P_DISABLE=1, source "p2p_gate"), inventory `overrides` (source
-    "inventory").
+    Precedence, lowest first: the static rules for `workload` (source
+    "policy"), a stored tuning result (`tuning`, a document from
+    moeops.inference.nccl_tune for the same workload; source "tuning"), the
+    P2P gate's fallback (`p2p_fallback`, the gate's failure message when
+    vllm_service_p2p_fallback lets vLLM start anyway: NCCL_P2P_DISABLE=1,
+    source "p2p_gate"), inventory `overrides` (source "inventory").
+    `stale` are lines naming stored results of this box that an upgrade made
+    stale (nccl_tune_info): reported as warnings, never used.
+
+    Static rules by workload on PCIe-only boxes of more than 2 GPUs: latency and
+    balanced set NCCL_PROTO=LL and NCCL_ALGO=Ring (measured on single-stream
+    decode); throughput leaves both to NCCL (LL measured slower at 32
+    requests). NCCL_P2P_LEVEL follows the topology alone.
 
     `overrides` comes from inventory: a string value sets or replaces a
     variable, None removes it.  Values must be strings, so that YAML's
     `1`/`true` never reach a unit file in a shape the user did not write.
     """
+    workload = check_workload(workload)
     settings: Dict[str, Dict[str, str]] = {}
     warnings: List[str] = []
     notes: List[str] = []
     count = int(facts.get("count") or 0)
     interconnect = facts.get("interconnect") or {}
+    pcie_box = count >= 2 and not interconnect.get("nvlink_all")
     if count < 2:
         notes.append("%d GPU(s): no inter-GPU collectives, so no NCCL settings." % count)
     elif interconnect.get("nvlink_all"):
@@ -143,15 +195,20 @@ def nccl_policy(facts: Mapping[str, Any], overrides: Optional[Mapping[str, Any]]
         warnings.extend(level["warnings"])
         if level["setting"]:
             settings["NCCL_P2P_LEVEL"] = level["setting"]
-        if _pcie_only(facts) and count > 2:
-            settings["NCCL_PROTO"] = _setting("LL", "pcie_latency", PCIE_LATENCY_REASON)
-            settings["NCCL_ALGO"] = _setting("Ring", "pcie_latency", PCIE_LATENCY_REASON)
+        if _pcie_only(facts) and count > 2 and workload == "throughput":
+            notes.append("NCCL_PROTO, NCCL_ALGO unset: " + THROUGHPUT_REASON)
+        elif _pcie_only(facts) and count > 2:
+            reason = LATENCY_REASON if workload == "latency" else PCIE_LATENCY_REASON
+            settings["NCCL_PROTO"] = _setting("LL", "pcie_latency", reason)
+            settings["NCCL_ALGO"] = _setting("Ring", "pcie_latency", reason)
         elif _pcie_only(facts):
             notes.append("2 PCIe GPUs: vLLM's custom all-reduce handles decode; NCCL protocol and algorithm left to NCCL.")
         else:
             notes.append("Some pairs on NVLink, some not: NCCL protocol and algorithm left to NCCL.")
+    for line in stale or []:
+        warnings.append(line)
     if tuning:
-        apply_tuning(settings, facts, tuning, notes, warnings)
+        apply_tuning(settings, facts, tuning, notes, warnings, workload)
     if p2p_fallback:
         settings["NCCL_P2P_DISABLE"] = _setting("1", "p2p_gate_fallback", P2P_FALLBACK_REASON, source="p2p_gate")
         warnings.append("P2P disabled (NCCL_P2P_DISABLE=1) because the P2P gate failed: %s" % p2p_fallback)
@@ -170,9 +227,19 @@ def nccl_policy(facts: Mapping[str, Any], overrides: Optional[Mapping[str, Any]]
                 % (name, type(value).__name__, value)
             )
         settings[name] = _setting(value, "inventory", "set in inventory", source="inventory")
+    proto = settings.get("NCCL_PROTO")
+    if proto and lists_ll128(proto["value"]) and not interconnect.get("nvlink_all"):
+        warnings.append("NCCL_PROTO=%s (%s) turns LL128 on: %s" % (proto["value"], proto["source"], LL128_REASON))
+    topo = topology_file(facts, settings) if pcie_box else None
+    if topo:
+        notes.append("NCCL_TOPO_FILE %s: %s" % (
+            "set" if topo["applied"] else "unset; a topology file (%d GPU(s), %d CPU node(s)) is generated from the "
+            "facts and shown in the settings report" % (topo["gpus_written"], topo["cpu_nodes"]), topo["why"]))
     return {
         "env": {k: v["value"] for k, v in sorted(settings.items())},
         "settings": dict(sorted(settings.items())),
+        "workload": workload,
+        "topology_file": topo,
         "warnings": warnings,
         "notes": notes,
         "report": ["%s=%s [%s: %s] %s" % (k, v["value"], v["source"], v["rule"], v["reason"])
@@ -181,9 +248,9 @@ def nccl_policy(facts: Mapping[str, Any], overrides: Optional[Mapping[str, Any]]
 
 
 def nccl_env(facts: Mapping[str, Any], overrides: Optional[Mapping[str, Any]] = None,
-             tuning: Optional[Mapping[str, Any]] = None) -> Dict[str, str]:
+             tuning: Optional[Mapping[str, Any]] = None, workload: str = "balanced") -> Dict[str, str]:
     """Just the environment to put into the unit."""
-    return nccl_policy(facts, overrides, tuning)["env"]
+    return nccl_policy(facts, overrides, tuning, workload=workload)["env"]
 
 
 # vLLM's custom all-reduce (vllm/distributed/device_communicators/custom_all_reduce.py)

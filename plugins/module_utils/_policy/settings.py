@@ -649,11 +649,25 @@ def build_report(host: str, desired: Mapping[str, Any], deployed: Mapping[str, A
         status.append("front    %s installed, but the deploy would remove it (%s)" % (have_front.get("unit"), want_front.get("why")))
     elif want_front:
         status.append("front    %s" % api_front.summary(want_front))
+    # The workload (vllm_service_workload) and what it chose, each with its source.
+    served = desired.get("workload") or {}
+    for line in served.get("lines") or []:
+        status.append("workload %s" % line)
     policy = desired.get("nccl") or {}
+    if served or policy.get("workload"):
+        status.append("workload NCCL: %s" % (
+            "a sweep result for the %s workload" % policy.get("workload")
+            if any(v.get("source") == "tuning" for v in (policy.get("settings") or {}).values())
+            else "the static rules for the %s workload (no sweep result used)" % policy.get("workload", "balanced")))
     for note in policy.get("notes") or []:
         status.append("policy   %s" % note)
     for warning in policy.get("warnings") or []:
         status.append("WARNING  %s" % warning)
+    # The NCCL topology file written from the facts: shown in full, and whether it is applied and why.
+    topo = policy.get("topology_file") or {}
+    if topo.get("generated"):
+        status.append("topology NCCL topology file from the facts, %s:" % ("APPLIED" if topo.get("applied") else "NOT APPLIED"))
+        status.extend("topology | %s" % line for line in (topo.get("xml") or "").splitlines())
     drift = [r for r in rows if r["drift"]]
     if front_drift:
         drift.append({"name": "front", "drift": True})
@@ -674,6 +688,9 @@ def build_report(host: str, desired: Mapping[str, Any], deployed: Mapping[str, A
         "gpus": gpus,
         "pcie_host": findings,
         "front": {"desired": dict(want_front), "deployed": dict(have_front), "drift": front_drift},
+        "workload": {k: served.get(k) for k in ("workload", "performance_mode", "queue_cap", "max_num_seqs")},
+        "nccl_topology": {k: topo.get(k) for k in ("generated", "applied", "why", "xml", "gpus_written", "cpu_nodes")}
+        if topo else None,
         "rows": rows,
         "status_lines": status,
     }

@@ -30,9 +30,10 @@ KNOWN_OTHER = ("vllm_service_summary", "vllm_service_desired", "vllm_service_can
 
 def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
     """The role's plan: the profile loaded, the model's fit checked, the unit worked out. `ctx` holds the GPU facts
-    (gpus), and optionally the profile already loaded (profile), the stored NCCL tuning result (tuning), the staged weights (model_weights_path,
-    model_weights_config), the P2P gate's failure for the fallback (p2p_fallback) and the front's TLS files as read on
-    the node (front_tls_files)."""
+    (gpus), and optionally the profile already loaded (profile), the stored NCCL tuning result (tuning) and the lines
+    naming results an upgrade made stale (tuning_stale), the staged weights (model_weights_path, model_weights_config),
+    the P2P gate's failure for the fallback (p2p_fallback) and the front's TLS files as read on the node
+    (front_tls_files)."""
     profile = ctx.get("profile")
     if profile is None:
         try:
@@ -52,6 +53,9 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
         if ctx.get(key) is not None and not isinstance(ctx[key], Mapping):
             raise PlanError(["%s: expected a mapping or nothing, got %s" % (
                 {"tuning": "the stored NCCL tuning result"}.get(key, key), type(ctx[key]).__name__)])
+    stale = ctx.get("tuning_stale")
+    if stale is not None and (not isinstance(stale, (list, tuple)) or not all(isinstance(x, str) for x in stale)):
+        raise PlanError(["tuning_stale: expected a list of lines (nccl_tune_info's stale results), got %r" % (stale,)])
     ctx = dict(ctx, profile=profile, gpus=facts)
     engine = v["vllm_engine"]
     tp_given = v["vllm_service_tensor_parallel_size"]

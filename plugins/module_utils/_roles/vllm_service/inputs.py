@@ -32,6 +32,8 @@ DEDICATED_ARGS = {
     "--distributed-executor-backend": "vllm_service_ray_address (Ray) or nothing (one host)",
     "--download-dir": "vllm_hf_home",
     "--shutdown-timeout": "vllm_service_shutdown_timeout (TimeoutStopSec is sized from it)",
+    "--performance-mode": "vllm_service_workload (latency: interactivity, throughput: throughput)",
+    "--max-num-queued-reqs": "vllm_service_max_queued_requests",
 }
 
 # The directives vllm_service_hardening_overrides may set: systemd.exec(5)'s sandboxing and resource
@@ -131,6 +133,8 @@ def input_problems(v: Mapping[str, Any]) -> List[str]:
                                low_open=False, what="0 or more seconds, below %d" % inputs.SYSTEMD_MAX_SECONDS)
             + inputs.number_in("vllm_service_tensor_parallel_size", v.get("vllm_service_tensor_parallel_size"), 0, 1024,
                                what="a positive number of GPUs (null takes the policy's)")
+            + inputs.number_in("vllm_service_max_queued_requests", v.get("vllm_service_max_queued_requests"), 0, 2 ** 31,
+                               low_open=False, what="0 (no cap) or a positive number of requests (null: the workload's)")
             + inputs.nccl_overrides("vllm_service_nccl_overrides", v.get("vllm_service_nccl_overrides"))
             + inputs.env_mapping("vllm_service_environment", v.get("vllm_service_environment"), allow_null=False)
             + inputs.env_mapping("vllm_service_ray_environment", v.get("vllm_service_ray_environment"), allow_null=False)

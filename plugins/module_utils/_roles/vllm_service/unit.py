@@ -21,6 +21,7 @@ from ansible_collections.moeops.inference.plugins.module_utils._policy import ap
 from ansible_collections.moeops.inference.plugins.module_utils._facts import gpu_topology
 from ansible_collections.moeops.inference.plugins.module_utils._policy import model_profile
 from ansible_collections.moeops.inference.plugins.module_utils._policy import nccl_policy
+from ansible_collections.moeops.inference.plugins.module_utils._policy import workload as serving_workload
 from ansible_collections.moeops.inference.plugins.module_utils._policy.settings import serve_settings
 
 # The /health wait without a weights size in the profile.
@@ -252,6 +253,7 @@ def p2p_gate(enabled: Any, backend: Any, started: bool, why_not: str, tensor_par
 def unit_plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
     """Everything the role renders and runs; see the module docstring. `v`: the role's converted options by name;
     `ctx`: gpus (the nvidia_gpu facts), profile (loaded and checked), tuning (a stored NCCL sweep result or None),
+    tuning_stale (lines naming stored results an NCCL or driver upgrade made stale: warnings, never used),
     model_weights_path and model_weights_config (the model_weights role's results, where it staged the weights),
     p2p_fallback (the P2P gate's failure, when vllm_service_p2p_fallback starts vLLM anyway), front_tls_files (the
     front's TLS files as the check step read them on the node: path -> Ansible's stat)."""
@@ -267,9 +269,11 @@ def unit_plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
 
     layout = nccl_policy.parallel_layout(facts)
     tp = given_tp if given_tp is not None else int(layout["tensor_parallel_size"])
+    workload = v["vllm_service_workload"]
     nccl = nccl_policy.nccl_policy(facts, v["vllm_service_nccl_overrides"],
                                    (ctx.get("tuning") or None) if v["vllm_service_nccl_tuning"] else None,
-                                   ctx.get("p2p_fallback") or None)
+                                   ctx.get("p2p_fallback") or None, workload=workload,
+                                   stale=list(ctx.get("tuning_stale") or []))
 
     ccs = model_profile.compute_capabilities(facts)
     routes = v["vllm_service_front_routes"]
@@ -286,11 +290,16 @@ def unit_plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
                                     model=model_path, ccs=ccs)
     ray_address = v["vllm_service_ray_address"]
     args += ray_args(ray_address, v["vllm_service_pipeline_parallel_size"])
+    # The workload's vLLM knobs (none for balanced, vLLM's defaults): --performance-mode, a queue cap for throughput.
+    served = serving_workload.vllm_plan(workload, v["vllm_service_max_queued_requests"], facts, v["vllm_engine"],
+                                        tp * int(v["vllm_service_pipeline_parallel_size"] if ray_address else 1), args)
+    args += served["args"]
     # In-flight requests finish on SIGTERM (vLLM's default 0 aborts them); TimeoutStopSec is derived above it.
     args += ["--shutdown-timeout", str(v["vllm_service_shutdown_timeout"])]
     executable = v["vllm_venv"] + "/bin/vllm"  # as the unit's ExecStart= writes it
     sources = arg_sources(profile, ccs, [executable] + args, layout, given_tp is not None, max_model_len is not None,
                           gmu is not None, model_path, v["vllm_service_extra_args"], ray_address, front)
+    sources.update(served["sources"])
     env, env_sources = environment(v["vllm_hf_home"], v["vllm_service_environment"], nccl["settings"], ray_address,
                                    v["vllm_service_ray_environment"])
 
@@ -308,6 +317,7 @@ def unit_plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
         "tensor_parallel_size": tp,
         "layout": layout,
         "nccl": nccl,
+        "workload": served,
         "executable": executable,
         "args": args,
         "arg_sources": sources,

@@ -18,7 +18,7 @@ def seed():
 def test_filter_env_and_explain():
     assert FILTERS["nccl_env"](seed()) == {"NCCL_ALGO": "Ring", "NCCL_P2P_LEVEL": "SYS", "NCCL_PROTO": "LL"}
     explained = FILTERS["nccl_env"](seed(), {}, True)
-    assert set(explained) == {"env", "settings", "warnings", "notes", "report"}
+    assert set(explained) == {"env", "settings", "workload", "topology_file", "warnings", "notes", "report"}
     assert explained["report"][1].startswith("NCCL_P2P_LEVEL=SYS [policy: p2p_level]")
 
 
@@ -42,7 +42,8 @@ def test_filter_takes_a_tuning_result():
     from ansible_collections.moeops.inference.plugins.module_utils._nccl import tune
 
     f = seed()
-    doc = {"schema_version": 1, "fingerprint": "0123456789abcdef", "host": "lab", "measured_at": "now",
+    doc = {"schema_version": 2, "workload": "balanced", "fingerprint": "0123456789abcdef", "host": "lab",
+           "measured_at": "now",
            "fingerprint_components": {"topology": tune.topology_fingerprint(f), "world_size": 8,
                                       "nccl_version": "2.27.3", "driver_version": "580.95.05"},
            "best": {"name": "Simple/Ring", "env": {"NCCL_PROTO": "Simple"}, "score": 0.9, "ratios": {}},
@@ -53,3 +54,21 @@ def test_filter_takes_a_tuning_result():
     assert FILTERS["nccl_env"](f, {}, False, None) == FILTERS["nccl_env"](f)
     with pytest.raises(AnsibleFilterError, match="tuning must be"):
         FILTERS["nccl_env"](f, {}, False, "best")
+    # A result of the balanced workload is not used for another workload, nor a legacy one without its objective.
+    other = FILTERS["nccl_env"](f, {}, True, doc, "throughput")
+    assert other["env"] == {"NCCL_P2P_LEVEL": "SYS"}
+    assert "ranked for the balanced workload, this deployment's is throughput" in other["warnings"][-1]
+    legacy = dict(doc, schema_version=1)
+    del legacy["workload"]
+    assert FILTERS["nccl_env"](f, {}, False, dict(legacy, objective={"decode": 0.8, "prefill": 0.2})) == {
+        "NCCL_PROTO": "Simple"}
+    assert FILTERS["nccl_env"](f, {}, False, dict(legacy, objective={"decode-1": 1})) == FILTERS["nccl_env"](f)
+
+
+def test_filter_workload_chooses_the_static_rules():
+    f = seed()
+    assert FILTERS["nccl_env"](f, workload="latency") == FILTERS["nccl_env"](f) == {
+        "NCCL_ALGO": "Ring", "NCCL_P2P_LEVEL": "SYS", "NCCL_PROTO": "LL"}
+    assert FILTERS["nccl_env"](f, workload="throughput") == {"NCCL_P2P_LEVEL": "SYS"}
+    with pytest.raises(AnsibleFilterError, match="workload: one of latency, balanced, throughput"):
+        FILTERS["nccl_env"](f, workload="fast")

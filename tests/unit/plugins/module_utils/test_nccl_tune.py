@@ -53,16 +53,19 @@ def test_plan_pcie_box_defaults_policy_then_grid_with_pins_everywhere():
     assert {c["env"].get("NCCL_P2P_LEVEL") for c in cands} == {None, "PHB", "SYS"}  # NODE and SYS pairs, P2P OK
     assert {c["env"].get("NCCL_ALGO") for c in cands} == {None, "Ring", "Tree"}
     assert {c["env"].get("NCCL_MAX_NCHANNELS") for c in cands} == {None, "4"}  # the cut falls on channel counts
+    # Before the grid: the channel floors on the policy (no topology file given, balanced: no throughput set).
+    assert [c["name"] for c in cands[2:4]] == ["policy+min8ch", "policy+min16ch"]
+    assert cands[2]["env"] == dict(policy, NCCL_NVLS_ENABLE="0", NCCL_MIN_NCHANNELS="8")
     # 2 protocols x 2 algorithms x 4 channel settings x 3 levels = 48, cut to 24 in all.
     assert plan["grid_size"] == 48 and len(cands) == 24
-    assert any("cut to 22" in n for n in plan["notes"])
+    assert any("cut to 20" in n for n in plan["notes"])
     keys = [json.dumps(c["env"], sort_keys=True) for c in cands]
     assert len(set(keys)) == len(keys)
 
 
 def test_plan_policy_point_in_grid_is_measured_once():
     f = facts()
-    plan = tune.plan_candidates(f, nccl_policy.nccl_env(f), {}, channels=[None], max_candidates=100)
+    plan = tune.plan_candidates(f, nccl_policy.nccl_env(f), {}, channels=[None], max_candidates=100, min_channels=[])
     policy = [c for c in plan["candidates"] if c["name"] == "policy"][0]
     assert policy["aliases"] == ["LL/Ring/p2p=SYS"]
     assert len(plan["candidates"]) == 1 + 2 * 2 * 3  # defaults + grid (policy is one of its points)
@@ -86,7 +89,8 @@ def test_plan_pinned_variable_removes_its_dimension():
 
 def test_plan_channels_set_min_and_max():
     f = facts()
-    plan = tune.plan_candidates(f, {}, {}, protocols=["LL"], algorithms=["Ring"], channels=[8], p2p_levels=[None])
+    plan = tune.plan_candidates(f, {}, {}, protocols=["LL"], algorithms=["Ring"], channels=[8], p2p_levels=[None],
+                                min_channels=[])
     assert plan["candidates"][1]["env"] == {"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring",
                                             "NCCL_MIN_NCHANNELS": "8", "NCCL_MAX_NCHANNELS": "8"}
     assert plan["candidates"][1]["name"] == "LL/Ring/8ch"
@@ -98,7 +102,10 @@ def test_plan_channels_set_min_and_max():
     ({"channels": [65]}, "1 to 64"),
     ({"p2p_levels": ["FAR"]}, "p2p_levels"),
     ({"pinned": {"NCCL_NVLS_ENABLE": 0}}, "must be a string"),
-    ({"pinned": {"CUDA_VISIBLE_DEVICES": "0"}}, "start with NCCL_"),
+    ({"pinned": {"CUDA_VISIBLE_DEVICES": "0"}}, "start with NCCL_ \\(or be CUDA_DEVICE_MAX_CONNECTIONS\\)"),
+    ({"pinned": {"NCCL_PROTO": "LL,LL128,Simple"}}, "turns LL128 on, which is not safe here"),
+    ({"min_channels": [0]}, "min_channels: 1 to 64"),
+    ({"workload": "fast"}, "workload: one of latency, balanced, throughput"),
     ({"max_candidates": 0}, "at least 1"),
 ])
 def test_plan_refuses_bad_input(kwargs, match):
@@ -274,9 +281,10 @@ def test_document_problems():
     doc["best"] = None
     doc["error"] = "NCCL's defaults did not measure"
     problems = tune.document_problems(doc)
-    assert problems[0].startswith("schema_version 9") and "NCCL's defaults did not measure" in problems[1]
+    assert problems[0] == "schema_version 9, this collection reads 1 and 2"
+    assert "NCCL's defaults did not measure" in problems[1]
     doc = document(best_env={"NCCL_PROTO": 1})
-    assert "expected NCCL_* string values" in tune.document_problems(doc)[0]
+    assert "expected NCCL_* (or CUDA_DEVICE_MAX_CONNECTIONS) string values" in tune.document_problems(doc)[0]
 
 
 # ------------------------------------------------------------------ policy precedence

@@ -66,6 +66,9 @@ def test_every_default_hardening_directive_may_be_overridden():
     (["--tensor-parallel-size", "4"], "--tensor-parallel-size", "vllm_service_tensor_parallel_size"),
     (["-tp", "4"], "-tp", "vllm_service_tensor_parallel_size"),
     (["--model", "/srv/other"], "--model", "the model profile's source (or vllm_service_model_path)"),
+    (["--performance-mode", "throughput"], "--performance-mode",
+     "vllm_service_workload (latency: interactivity, throughput: throughput)"),
+    (["--max-num-queued-reqs=64"], "--max-num-queued-reqs", "vllm_service_max_queued_requests"),
 ])
 def test_extra_args_that_have_a_variable_are_refused(args, flag, variable):
     index = [a.split("=")[0] for a in args].index(flag)
@@ -122,6 +125,9 @@ def test_ordinary_environment_passes():
     ("vllm_service_restart_sec", -5, "vllm_service_restart_sec must be 0 or more seconds"),
     ("vllm_service_health_timeout", 10 ** 15, "vllm_service_health_timeout must be a positive number of seconds below"),
     ("vllm_service_health_timeout", 0, "vllm_service_health_timeout must be a positive number of seconds below"),
+    ("vllm_service_workload", "fast", "vllm_service_workload"),
+    ("vllm_service_max_queued_requests", -1,
+     "vllm_service_max_queued_requests must be 0 (no cap) or a positive number of requests (null: the workload's)"),
 ])
 def test_values_the_role_would_convert_or_drop_are_refused(name, value, message):
     got = problems("vllm_service", **{name: value})
@@ -134,6 +140,8 @@ def test_values_the_role_would_convert_or_drop_are_refused(name, value, message)
     ("vllm_hf_home", "/var/cache/vllm/huggingface"), ("vllm_hf_home", "/var/cache/vllm/"),
     ("vllm_service_extra_args", []),
     ("vllm_service_nccl_overrides", {"NCCL_PROTO": None}),
+    ("vllm_service_workload", "throughput"), ("vllm_service_max_queued_requests", 0),
+    ("vllm_service_max_queued_requests", None), ("vllm_service_max_queued_requests", "256"),
 ])
 def test_good_values_pass(name, value):
     assert problems("vllm_service", **{name: value}) == []

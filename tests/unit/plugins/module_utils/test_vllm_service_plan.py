@@ -561,7 +561,7 @@ def test_environment_in_the_units_order_and_its_sources():
     assert src["NCCL_DEBUG"] == {"source": "inventory", "rule": "inventory", "reason": "set in inventory"}
     assert "NCCL_ALGO" not in env and "NCCL_ALGO removed by inventory override (policy would set Ring)." in result["nccl"]["notes"]
     assert result["nccl"]["env"] == {k: v for k, v in env.items() if k.startswith("NCCL_")}
-    assert set(result["nccl"]) == {"env", "settings", "warnings", "notes", "report"}
+    assert set(result["nccl"]) == {"env", "settings", "workload", "topology_file", "warnings", "notes", "report"}
 
 
 def test_all_nvlink_or_one_gpu_gets_no_nccl_variables():
