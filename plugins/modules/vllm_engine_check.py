@@ -105,7 +105,7 @@ options:
     type: path
     default: /var/cache/moeops/engine-check
 notes:
-  - RV(changed) is always false. The record only saves the next run the time of importing vLLM.
+  - It never reports a change (C(changed=false)). The record only saves the next run the time of importing vLLM.
   - The collection's C(docs/model-profiles.md) has the check's table for the shipped profiles on each compute capability.
 seealso:
   - module: moeops.inference.vllm_service_info
