@@ -68,12 +68,20 @@ def head_size(attention_type: Any, config: Optional[Mapping[str, Any]]) -> Optio
     return int(hidden) // int(heads) if hidden and heads else None
 
 
+def model_dtype(config: Optional[Mapping[str, Any]]) -> str:
+    """The dtype vLLM runs the model in with --dtype auto: config.json's, except that vLLM downcasts a float32 model
+    to the platform's first supported dtype (vllm/config/model.py _resolve_auto_dtype), bfloat16 on CUDA 8.0+."""
+    dtype = str(_config_value(config, "torch_dtype", "dtype") or "bfloat16")
+    return "bfloat16" if dtype in ("float32", "float") else dtype
+
+
 def build_request(profiles: Mapping[str, Tuple[str, Mapping[str, Any]]],
                   configs: Optional[Mapping[str, Mapping[str, Any]]] = None,
                   ccs: Sequence[str] = COMPUTE_CAPABILITIES) -> Dict[str, Any]:
     """The request for _engine/check.py.  `profiles`: {name: (file, profile)}; `configs`: {name: config.json}
-    where known.  Per admitted capability the profile's constraints are applied as the serve arguments
-    apply them (model_profile.effective_settings), and the check says which key set the KV cache dtype."""
+    where known (its dimensions win over the profile's attention_head_size and num_routed_experts).  Per admitted
+    capability the profile's constraints are applied as the serve arguments apply them
+    (model_profile.effective_settings), and the check says which key set the KV cache dtype."""
     out: List[Dict[str, Any]] = []
     for name in sorted(profiles):
         path, profile = profiles[name]
@@ -83,8 +91,8 @@ def build_request(profiles: Mapping[str, Tuple[str, Mapping[str, Any]]],
         spec: Dict[str, Any] = {
             "profile": name, "file": path, "name": profile.get("name"),
             "attention_type": profile.get("attention_type"),
-            "head_size": head_size(profile.get("attention_type"), config),
-            "dtype": _config_value(config, "torch_dtype", "dtype") or "bfloat16",
+            "head_size": head_size(profile.get("attention_type"), config) or profile.get("attention_head_size"),
+            "dtype": model_dtype(config),
             "num_attention_heads": dims["num_attention_heads"],
             "num_key_value_heads": dims["num_key_value_heads"],
             "num_routed_experts": int(experts) if experts is not None else profile.get("num_routed_experts"),

@@ -69,6 +69,9 @@ PROFILE_KEYS: Dict[str, Tuple[Tuple[type, ...], bool, str]] = {
     "canary": ((dict,), False, "the question the deploy asks after /health, and the answer it expects "
                                "(prompt, max_tokens, expect, chat_template_kwargs)"),
     "attention_type": (_STR, False, "attention as vLLM picks a backend for it: sparse_mla, mla or gqa (engine check)"),
+    "attention_head_size": (_INT, False, "the head size vLLM's attention layer passes to the backend selector: "
+                                         "kv_lora_rank + qk_rope_head_dim for MLA, head_dim for GQA; config.json "
+                                         "wins when present (engine check)"),
     "num_routed_experts": (_INT, False, "routed experts per MoE layer; config.json wins when present (engine check)"),
     "quantization_method": (_STR, False, "the quantization method as vLLM names it, e.g. modelopt_fp4, "
                                          "compressed-tensors, fp8 (engine check)"),
@@ -191,7 +194,7 @@ def validate_profile(profile: Any, var: str = "vllm_service_profile") -> List[st
         problems.append("%s.gpu_memory_utilization: must be above 0 and at most 1, got %s"
                         % (var, ok["gpu_memory_utilization"]))
     for key in ("max_model_len", "weights_size_gb", "min_gpu_memory_gb", "hidden_size", "num_attention_heads",
-                "num_key_value_heads"):
+                "num_key_value_heads", "attention_head_size", "num_routed_experts"):
         if key in ok and ok[key] <= 0:
             problems.append("%s.%s: must be above 0, got %s" % (var, key, ok[key]))
     if ok.get("kv_cache_dtype", "auto") not in KV_CACHE_DTYPES:
@@ -484,6 +487,40 @@ def constraint_conflicts(profile: Mapping[str, Any], ccs: Sequence[str], extra_a
                 "--kv-cache-dtype %s: %s" % (var, given, profile.get("name"), "/".join(c["compute_capabilities"]),
                                              wanted, c["reason"]))
     return problems
+
+
+def _last_option_value(args: Sequence[str], option: str) -> Optional[str]:
+    """The value of the last `option` in `args` (vLLM's argparse keeps the last one), or None."""
+    found = None
+    for i, arg in enumerate(args):
+        if arg == option and i + 1 < len(args):
+            found = args[i + 1]
+        elif arg.startswith(option + "="):
+            found = arg.split("=", 1)[1]
+    return found
+
+
+def kv_cache_dtype_in_effect(profile: Mapping[str, Any], ccs: Sequence[str],
+                             extra_args: Sequence[str] = ()) -> Tuple[str, str]:
+    """(KV cache dtype, the key that sets it) as serve_args' command line gives it to vLLM on GPUs of `ccs`: the
+    profile's kv_cache_dtype, then an applicable constraint's, the profile's extra_args, an applicable constraint's
+    extra_args, then `extra_args` (vllm_service_extra_args), each later one winning as in vLLM's argparse."""
+    dtype, key = profile.get("kv_cache_dtype") or "auto", "kv_cache_dtype"
+    constraints = list(enumerate(profile.get("compute_capability_constraints") or []))
+    for n, c in constraints:
+        if set(c.get("compute_capabilities") or []) & set(ccs) and c.get("kv_cache_dtype"):
+            dtype, key = c["kv_cache_dtype"], "compute_capability_constraints[%d].kv_cache_dtype" % n
+    given = _last_option_value(profile.get("extra_args") or [], "--kv-cache-dtype")
+    if given is not None:
+        dtype, key = given, "extra_args"
+    for n, c in constraints:
+        given = _last_option_value(c.get("extra_args") or [], "--kv-cache-dtype")
+        if set(c.get("compute_capabilities") or []) & set(ccs) and given is not None:
+            dtype, key = given, "compute_capability_constraints[%d].extra_args" % n
+    given = _last_option_value(extra_args, "--kv-cache-dtype")
+    if given is not None:
+        dtype, key = given, "vllm_service_extra_args"
+    return dtype, key
 
 
 def serve_args(profile: Mapping[str, Any], tensor_parallel_size: int, host: str, port: int,

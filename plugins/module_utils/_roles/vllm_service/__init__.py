@@ -7,6 +7,7 @@ The role_plan action (module_utils/_common/plan.py) calls `input_problems` and `
 option values. The rules live in this package:
 - inputs.py: the role's inputs beyond the argument spec (the front, the host, ranges, extra arguments, hardening);
 - fit.py: the model on this host (GPUs read, compute capability, memory, tensor-parallel size);
+- engine.py: what the pinned vLLM refuses (the engine check as recorded), and the engine check the role runs on the node;
 - unit.py: the unit, the front, the canary and where every setting comes from.
 """
 
@@ -17,6 +18,7 @@ from typing import Any, Dict, Mapping
 from ansible_collections.moeops.inference.plugins.module_utils._common import specs
 from ansible_collections.moeops.inference.plugins.module_utils._common.plan import PlanError
 from ansible_collections.moeops.inference.plugins.module_utils._policy import model_profile
+from ansible_collections.moeops.inference.plugins.module_utils._roles.vllm_service import engine as engine_rules
 from ansible_collections.moeops.inference.plugins.module_utils._roles.vllm_service import fit
 from ansible_collections.moeops.inference.plugins.module_utils._roles.vllm_service.inputs import input_problems
 from ansible_collections.moeops.inference.plugins.module_utils._roles.vllm_service.unit import unit_plan
@@ -67,9 +69,15 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
     gmu = v["vllm_service_gpu_memory_utilization"] or profile["gpu_memory_utilization"]
     found = fit.model_fit(profile, facts, tp, gmu, v["vllm_service_extra_args"], ctx.get("model_weights_config"),
                           v["gpu_facts_required"], engine)
+    ccs = unit["model_settings"]["compute_capabilities"]
+    recorded = engine_rules.recorded_problems(profile, ccs, v["vllm_service_extra_args"], engine,
+                                              str(v["vllm_service_profile"]))
+    found["problems"] += recorded["problems"]
+    found["warnings"] += recorded["warnings"]
     # No GPU read and none required: no unit that would claim a tensor-parallel size over 0 GPUs.
     unit["install"] = bool(int(facts.get("count") or 0) or engine == "cpu")
     unit["profile"] = profile
+    unit["engine_check"] = engine_rules.check_plan(v, profile, ccs, tp, ctx.get("model_weights_config"))
     if not unit["install"]:
         unit["start"], unit["why_not_started"] = False, "no GPU read: no unit written"
         unit["canary"]["run"] = False
@@ -82,8 +90,10 @@ def outcome(v: Mapping[str, Any], unit: Mapping[str, Any], profile: Mapping[str,
     if not unit["install"]:
         return "vllm_service: nothing to install: %s" % unit["why_not_started"]
     where = unit["front"]["url"] if unit["front"]["enabled"] else unit["health_url"][:-len("/health")]
-    return ("vllm_service: %s (%s) at tensor parallel %d, %s at %s; %s" % (
+    check = unit["engine_check"]
+    return ("vllm_service: %s (%s) at tensor parallel %d, %s at %s; %s; %s" % (
         profile["served_name"], profile["name"], unit["tensor_parallel_size"],
         "vLLM's CPU build" if v["vllm_engine"] == "cpu" else "vLLM", where,
+        "asks the installed vLLM first (engine check)" if check["run"] else "no engine check (%s)" % check["why"],
         "starts, waits for /health%s" % (", asks the canary" if unit["canary"]["run"] else "")
         if unit["start"] else "not started: %s" % unit["why_not_started"]))

@@ -102,12 +102,30 @@ def test_build_request_applies_constraints_per_capability_and_reads_config_json(
     assert minimax["checks"][0]["tensor_parallel_sizes"] == list(ev.DEFAULT_TENSOR_PARALLEL_SIZES)
 
 
-def test_without_config_json_the_head_size_is_unknown_not_guessed():
+def test_without_config_json_the_head_size_is_the_profiles_and_never_guessed():
     spec = ev.build_request({"glm5": ("profiles/glm5.yml", profile("glm5"))})["profiles"][0]
-    assert spec["head_size"] is None and spec["num_routed_experts"] == 256  # the profile's count
+    assert spec["head_size"] == 576 and spec["num_routed_experts"] == 256  # the profile's attention_head_size and count
+    bare = {k: v for k, v in profile("glm5").items() if k != "attention_head_size"}
+    assert ev.build_request({"glm5": ("x.yml", bare)})["profiles"][0]["head_size"] is None
+    # config.json wins over the profile.
+    spec = ev.build_request({"glm5": ("x.yml", profile("glm5"))}, {"glm5": {"kv_lora_rank": 256, "qk_rope_head_dim": 64}})
+    assert spec["profiles"][0]["head_size"] == 320
     assert ev.head_size("mla", {"kv_lora_rank": 512}) is None
     assert ev.head_size("gqa", {"hidden_size": 4096, "num_attention_heads": 32}) == 128
     assert ev.head_size("gqa", {"head_dim": 128, "hidden_size": 3072, "num_attention_heads": 48}) == 128
+
+
+def test_a_float32_model_runs_in_bfloat16_as_vllms_auto_dtype_makes_it():
+    assert ev.model_dtype({"torch_dtype": "float32"}) == "bfloat16"
+    assert ev.model_dtype({"text_config": {"torch_dtype": "float16"}}) == "float16"
+    assert ev.model_dtype(None) == "bfloat16"
+
+
+def test_the_shipped_profiles_head_sizes_are_the_published_config_jsons():
+    # attention_head_size is the fallback before the weights are staged: the same number config.json gives.
+    configs = published_configs()
+    for name in SHIPPED:
+        assert profile(name)["attention_head_size"] == ev.head_size(profile(name)["attention_type"], configs[name]), name
 
 
 def test_profile_tensor_parallel_sizes_replace_the_defaults():
