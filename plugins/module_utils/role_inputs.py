@@ -25,6 +25,7 @@ from typing import Any, Callable, Dict, List, Mapping, Tuple
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.moeops.inference.plugins.module_utils import api_front
+from ansible_collections.moeops.inference.plugins.module_utils import monitoring
 
 # systemd splits a unit file into lines before it reads quotes, so one of these in any value that reaches a
 # unit, an env file, a path or an account starts a directive of the caller's choosing (ExecStartPre=...).
@@ -396,6 +397,11 @@ def _check_ray_cluster(v: Mapping[str, Any]) -> Problems:
             + _env_mapping("ray_cluster_environment", v.get("ray_cluster_environment"), allow_null=False))
 
 
+def _check_monitoring(v: Mapping[str, Any]) -> Problems:
+    """The monitoring role's rules live beside its plan (module_utils/monitoring.py)."""
+    return monitoring.input_problems(v)
+
+
 SEMANTIC_CHECKS: Dict[str, Callable[[Mapping[str, Any]], Problems]] = {
     "vllm_service": _check_vllm_service,
     "vllm": _check_vllm,
@@ -403,6 +409,7 @@ SEMANTIC_CHECKS: Dict[str, Callable[[Mapping[str, Any]], Problems]] = {
     "nvidia_persistenced": _check_nvidia_persistenced,
     "nvidia_driver": _check_nvidia_driver,
     "ray_cluster": _check_ray_cluster,
+    "monitoring": _check_monitoring,
 }
 
 
