@@ -30,15 +30,14 @@ keepalive=""
 cleanup() {
   set +e
   [ -z "$engine_pid" ] || podman exec "$node" kill -CONT "$engine_pid" >/dev/null 2>&1
-  podman rm -f "$allowed" "$denied" >/dev/null 2>&1
-  if $own; then
-    podman rm -f "$node" >/dev/null 2>&1
-  elif [ -n "$node" ]; then
+  if ! $own && [ -n "$node" ]; then
     # The TEST DOUBLE leaves the node; the role's unit stays, stopped, as on a node without the packages.
     podman exec "$node" sh -c 'systemctl stop nvidia-dcgm-exporter.service; rm -f /usr/bin/dcgm-exporter
       rm -rf /usr/local/lib/moeops-test; systemctl reset-failed nvidia-dcgm-exporter.service' >/dev/null 2>&1
   fi
-  [ -z "$keepalive" ] || kill "$keepalive" 2>/dev/null
+  [ -z "$keepalive" ] || { kill "$keepalive"; wait "$keepalive"; } 2>/dev/null
+  podman rm -f "$allowed" "$denied" >/dev/null 2>&1
+  ! $own || podman rm -f "$node" >/dev/null 2>&1
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -61,9 +60,25 @@ all:
 EOF
 }
 
-if [ -z "$node" ]; then
-  own=true
-  node=moeops-mon64$suffix
+# This machine runs cgroup v1 (hybrid), where every systemd-booted container shares the name=systemd hierarchy and
+# one container's systemd may remove another's empty libpod cgroup there; podman exec then fails with "error adding
+# pid ... to cgroups". Keep this node's directory while the test runs (it looks the container up each time: in its
+# own mode the node does not exist yet).
+keep_cgroup() {
+  while sleep 1; do
+    local id
+    id=$(podman inspect "$node" --format '{{.Id}}' 2>/dev/null) || continue
+    [ -d "/sys/fs/cgroup/systemd/libpod_parent/libpod-$id" ] || mkdir "/sys/fs/cgroup/systemd/libpod_parent/libpod-$id" 2>/dev/null
+  done
+}
+
+[ -n "$node" ] || { own=true; node=moeops-mon64$suffix; }
+if [ -d /sys/fs/cgroup/systemd/libpod_parent ]; then
+  keep_cgroup &
+  keepalive=$!
+fi
+
+if $own; then
   podman rm -f "$node" >/dev/null 2>&1 || true
   inventory "$node"
   ansible-playbook -i "$work/inventory" playbooks/sim_node.yml playbooks/deploy.yml > "$work/deploy.log" 2>&1 ||
@@ -74,17 +89,6 @@ else
   inventory "$node"
 fi
 podman container exists "$node" || { echo "no container $node"; exit 1; }
-
-# This machine runs cgroup v1 (hybrid), where every systemd-booted container shares the name=systemd hierarchy and
-# one container's systemd may remove another's empty libpod cgroup there; podman exec then fails with "error adding
-# pid ... to cgroups". Keep this node's directory while the test runs.
-id=$(podman inspect "$node" --format '{{.Id}}')
-if [ -d /sys/fs/cgroup/systemd/libpod_parent ]; then
-  ( while sleep 1; do [ -d "/sys/fs/cgroup/systemd/libpod_parent/libpod-$id" ] ||
-      mkdir "/sys/fs/cgroup/systemd/libpod_parent/libpod-$id" 2>/dev/null; done ) &
-  keepalive=$!
-  sleep 1
-fi
 
 net=$(podman inspect "$node" --format '{{range $k, $v := .NetworkSettings.Networks}}{{$k}} {{end}}' | awk '{print $1}')
 ip=$(podman inspect "$node" --format "{{(index .NetworkSettings.Networks \"$net\").IPAddress}}")
@@ -129,7 +133,7 @@ echo "RESULT targets: $targets"
 for job in moeops_dcgm moeops_node moeops_vllm; do
   case " $targets " in *" $job=up "*) ;; *) echo "$job is not up"; exit 1 ;; esac
 done
-query() { prom "query?query=$1" | python3 -c 'import json, sys
+query() { podman exec "$node" curl -sfG http://127.0.0.1:9090/api/v1/query --data-urlencode "query=$1{node=\"$node\"}" | python3 -c 'import json, sys
 for r in json.load(sys.stdin)["data"]["result"]:
     m = r["metric"]; name = m.pop("__name__", "")
     for k in ("instance", "job", "node"): m.pop(k, None)
@@ -143,17 +147,16 @@ echo "$metrics" | grep -q '^moeops_p2p_gate_passed{backend=gloo,world_size=2} 1$
 echo "$metrics" | grep -q '^moeops_settings_drift{} 0$'
 query 'moeops_dcgm_exporter_test_double' | grep -q ' 1$'
 
-# 4. The engine stall: a request runs, EngineCore stops.
+# 4. The engine stall: a request runs, EngineCore stops. The stop is sent from the node itself as soon as the first
+# tokens arrive, so that the request is still running whatever the load.
+engine_pid=$(podman exec "$node" sh -c "ps -eo pid=,args= | awk '\$2 == \"VLLM::EngineCore\" {print \$1}'")
+[ -n "$engine_pid" ] || { echo "no EngineCore process"; exit 1; }
+podman exec "$node" rm -f /tmp/moeops-stall-stream.txt
 podman exec -d "$node" sh -c 'curl -sN http://127.0.0.1:8000/v1/completions -H "Content-Type: application/json" \
   -d "{\"model\": \"tiny-deepseek-v3\", \"prompt\": \"hello\", \"max_tokens\": 1900, \"ignore_eos\": true, \"stream\": true}" \
   > /tmp/moeops-stall-stream.txt'
-for _ in $(seq 100); do
-  [ "$(podman exec "$node" sh -c 'grep -c "^data: {" /tmp/moeops-stall-stream.txt 2>/dev/null || true')" -gt 5 ] && break
-  sleep 0.2
-done
-engine_pid=$(podman exec "$node" sh -c "ps -eo pid=,args= | awk '\$2 == \"VLLM::EngineCore\" {print \$1}'")
-[ -n "$engine_pid" ] || { echo "no EngineCore process"; exit 1; }
-podman exec "$node" kill -STOP "$engine_pid"
+podman exec "$node" sh -c "for i in \$(seq 400); do [ \"\$(cat /tmp/moeops-stall-stream.txt 2>/dev/null | grep -c '^data: {')\" -gt 5 ] && break
+  sleep 0.05; done; kill -STOP $engine_pid"
 stopped=$SECONDS
 echo "RESULT EngineCore (pid $engine_pid) stopped with SIGSTOP while a request runs ($(podman exec "$node" grep -c '^data: {' /tmp/moeops-stall-stream.txt) tokens streamed)"
 
