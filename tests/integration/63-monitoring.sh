@@ -28,7 +28,7 @@ import json, os, sys
 sys.path.insert(0, "tests/unit")
 from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
 _AnsibleCollectionFinder(paths=[os.path.abspath("collections")])._install()
-from ansible_collections.moeops.inference.plugins.module_utils import monitoring
+from ansible_collections.moeops.inference.plugins.module_utils._roles import monitoring
 doc = json.load(open("tests/fixtures/monitoring/sim-drifted.json"))
 canary = json.load(open("tests/fixtures/monitoring/sim-canary.json"))["canary"]
 json.dump(monitoring.textfile_facts(doc["info"], doc["report"], canary), open(os.path.join(sys.argv[1], "facts.json"), "w"))

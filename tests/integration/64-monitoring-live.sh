@@ -6,7 +6,8 @@
 #
 # 1. A P2P gate is recorded for real (two gloo ranks: the node runs tensor-parallel 1, where no gate runs) and the
 #    dcgm-exporter TEST DOUBLE (monitoring/dcgm_exporter_test_double.py, the node has no GPU nor NVIDIA's repository)
-#    is installed as /usr/bin/dcgm-exporter, so that the role's own exporter unit and counters run under systemd.
+#    is installed as /usr/bin/dcgm-exporter, so that the role's own exporter unit and counters run under systemd
+#    (as nobody: this node's systemd cannot give it a DynamicUser=, see below).
 # 2. The role is applied with the distribution's Prometheus (monitoring_prometheus), the exporters on the node's
 #    address, open to one client container only (monitoring_allow), scraping every 5 s.
 # 3. Prometheus scrapes vLLM, node_exporter and the exporter: every target up. The textfile metrics are there.
@@ -33,7 +34,8 @@ cleanup() {
   if ! $own && [ -n "$node" ]; then
     # The TEST DOUBLE leaves the node; the role's unit stays, stopped, as on a node without the packages.
     podman exec "$node" sh -c 'systemctl stop nvidia-dcgm-exporter.service; rm -f /usr/bin/dcgm-exporter
-      rm -rf /usr/local/lib/moeops-test; systemctl reset-failed nvidia-dcgm-exporter.service' >/dev/null 2>&1
+      rm -rf /usr/local/lib/moeops-test /etc/systemd/system/nvidia-dcgm-exporter.service.d/90-moeops-test-static-user.conf
+      systemctl daemon-reload; systemctl reset-failed nvidia-dcgm-exporter.service' >/dev/null 2>&1
   fi
   [ -z "$keepalive" ] || { kill "$keepalive"; wait "$keepalive"; } 2>/dev/null
   podman rm -f "$allowed" "$denied" >/dev/null 2>&1
@@ -106,6 +108,10 @@ ansible-playbook -i "$work/inventory" "$here/p2p_gate.yml" > "$work/gate.log" 2>
 podman exec "$node" mkdir -p /usr/local/lib/moeops-test
 podman cp "$here/dcgm_exporter_test_double.py" "$node:/usr/local/lib/moeops-test/dcgm_exporter_test_double.py"
 podman exec "$node" sh -c 'printf "#!/bin/sh\n# TEST DOUBLE of dcgm-exporter (tests/integration/64-monitoring-live.sh)\nexec /usr/bin/python3 /usr/local/lib/moeops-test/dcgm_exporter_test_double.py \"\$@\"\n" > /usr/bin/dcgm-exporter && chmod 0755 /usr/bin/dcgm-exporter'
+# TEST ADAPTATION, this node only: its systemd runs without CAP_SYS_ADMIN (playbooks/sim_node.yml), where a unit with
+# DynamicUser= fails at step NAMESPACE (systemd insists on a mount namespace for it, and skips the other sandboxing
+# here). So the exporter's unit runs as nobody on this node; a real host runs the role's unit as it is.
+podman exec "$node" sh -c 'mkdir -p /etc/systemd/system/nvidia-dcgm-exporter.service.d && printf "[Service]\nDynamicUser=false\nUser=nobody\nGroup=nogroup\n" > /etc/systemd/system/nvidia-dcgm-exporter.service.d/90-moeops-test-static-user.conf'
 
 # 2. The role, with the node's own Prometheus. The node has no CAP_NET_ADMIN (playbooks/sim_node.yml), so nft cannot
 # load the role's table there (monitoring_firewall false; 63-monitoring.sh checks the rendered table with nft -c):

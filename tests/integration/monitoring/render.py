@@ -6,7 +6,8 @@ renders them on a node, into a directory - for promtool (tests/integration/63-mo
 
 Writes OUTDIR/rules/moeops-alerts.yml, OUTDIR/scrape.yml, OUTDIR/prometheus-check.yml (a complete configuration
 around the scrape jobs, for promtool check config) and OUTDIR/moeops-counters.csv. Templating is Ansible's own
-(tests/unit/role_templating.py), the plan the role's filter's (plugins/module_utils/monitoring.py)."""
+(tests/unit/role_templating.py), the plan the role's check's (the role_plan step: plugins/module_utils/_common/plan.py
+with the role's rules, plugins/module_utils/_roles/monitoring.py)."""
 import json
 import os
 import sys
@@ -19,7 +20,7 @@ def main(argv):
     from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
     _AnsibleCollectionFinder(paths=[os.path.join(ROOT, "collections")])._install()
     import role_templating
-    from ansible_collections.moeops.inference.plugins.module_utils import monitoring
+    from ansible_collections.moeops.inference.plugins.module_utils._common import plan, specs
 
     out, overrides = argv[0], {}
     for i, arg in enumerate(argv):
@@ -29,10 +30,13 @@ def main(argv):
     variables = role_templating.role_vars("monitoring", ansible_managed="Ansible managed (rendered by render.py)",
                                           inventory_hostname="render", **overrides)
     v = {k: role_templating.render(val, variables) if isinstance(val, str) else val for k, val in variables.items()}
-    variables["_monitoring_plan"] = monitoring.plan(
-        v["monitoring_listen"], v["monitoring_allow"], v["monitoring_firewall"],
-        {"node": v["monitoring_node_exporter_port"], "dcgm": v["monitoring_dcgm_exporter_port"]}, v["monitoring_dcgm"],
-        v["monitoring_vllm_target"], v["monitoring_vllm_scheme"], v["monitoring_max_exposure"])
+    spec = specs.role_options("monitoring")
+    given = {k: val for k, val in v.items() if k in spec}
+    planned = plan.plan_role("monitoring", spec, given, sorted(given), specs.spec_roles(), {})
+    if planned["problems"]:
+        sys.exit("render.py: %s" % "; ".join(planned["problems"]))
+    planned["inputs"] = planned["values"]  # as the role_plan action registers it (_monitoring.inputs)
+    variables["_monitoring"] = planned
     templates = os.path.join(ROOT, "roles", "monitoring", "templates")
     os.makedirs(os.path.join(out, "rules"), exist_ok=True)
     for src, dest in (("alerts.yml.j2", "rules/moeops-alerts.yml"), ("scrape.yml.j2", "scrape.yml"),

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 """The monitoring role's units and drop-ins, rendered with Ansible's own templating from the role's variables and the
-plan its filter works out (on loopback, and on a node address with an allowlist): every line a directive systemd
+plan its check works out (the role_plan step) (on loopback, and on a node address with an allowlist): every line a directive systemd
 reads as one, the listen address and the allowlist where they belong, the sandbox in every unit, and none of the
 combinations this collection measured to fail. systemd itself checks them on the simulated node
 (tests/integration/64-monitoring-live.sh: systemd-analyze verify and security, then they run)."""
@@ -12,7 +12,7 @@ import re
 import pytest
 import role_templating
 
-from ansible_collections.moeops.inference.plugins.module_utils import monitoring
+from conftest import role_result
 
 TEMPLATES = os.path.join(role_templating.ROLES, "monitoring", "templates")
 SANDBOX = {"NoNewPrivileges=true", "ProtectSystem=strict", "ProtectHome=true", "PrivateTmp=true",
@@ -22,11 +22,18 @@ SANDBOX = {"NoNewPrivileges=true", "ProtectSystem=strict", "ProtectHome=true", "
 DIRECTIVE = re.compile(r"^[A-Z][A-Za-z]+=")
 
 
+def planned(**values):
+    """The role's plan as its check registers it (_monitoring), from its defaults and `values`."""
+    result = role_result("monitoring", {}, **values)
+    assert result["problems"] == [], result["problems"]
+    return result
+
+
 def render(template, listen="127.0.0.1", allow=(), **overrides):
+    values = dict(monitoring_listen=listen, monitoring_allow=list(allow), **overrides)
     variables = role_templating.role_vars("monitoring", ansible_managed="Ansible managed", inventory_hostname="box1",
-                                          monitoring_listen=listen, monitoring_allow=list(allow), **overrides)
-    variables["_monitoring_plan"] = monitoring.plan(listen, list(allow), True, {"node": 9100, "dcgm": 9400}, True,
-                                                    max_exposure=4.9)
+                                          **values)
+    variables["_monitoring"] = planned(**values)
     with open(os.path.join(TEMPLATES, template)) as f:
         text = f.read()
     with open(os.path.join(TEMPLATES, "sandbox.j2")) as f:
@@ -117,8 +124,8 @@ def test_the_firewall_table_drops_the_exporter_ports_for_all_but_the_allowlist()
 def test_the_local_prometheus_scrapes_this_node_with_its_name():
     import yaml
     variables = role_templating.role_vars("monitoring", ansible_managed="Ansible managed", inventory_hostname="box1")
-    variables["_monitoring_plan"] = monitoring.plan("127.0.0.1", [], True, {"node": 9100, "dcgm": 9400}, True)
-    variables["_monitoring_facts"] = {"vllm_target": "127.0.0.1:8001"}
+    variables["_monitoring"] = planned()
+    variables["_monitoring"]["plan"]["facts"] = {"vllm_target": "127.0.0.1:8001"}  # what tasks/read.yml plans
     with open(os.path.join(TEMPLATES, "prometheus-local.yml.j2")) as f:
         config = yaml.safe_load(role_templating.render(f.read(), variables))
     jobs = {j["job_name"]: j["static_configs"][0] for j in config["scrape_configs"]}

@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""The monitoring role's rules (plugins/module_utils/monitoring.py) and its textfile writer
+"""The monitoring role's rules and plan (plugins/module_utils/_roles/monitoring.py) and its textfile writer
 (roles/monitoring/files/moeops_textfile.py), over what vllm_service_info, the settings report and the canary really
 returned on the simulated node (tests/fixtures/monitoring/, REAL)."""
 from __future__ import annotations
@@ -10,10 +10,10 @@ import os
 import re
 
 import pytest
-from ansible_collections.moeops.inference.plugins.module_utils import monitoring
-from ansible_collections.moeops.inference.plugins.module_utils import role_inputs
+from ansible_collections.moeops.inference.plugins.module_utils._roles import monitoring
+from ansible_collections.moeops.inference.plugins.module_utils._policy import settings as vllm_settings
 
-from conftest import role_spec
+from conftest import role_result
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "monitoring")
@@ -32,22 +32,23 @@ def _load(name, path):
 
 
 TEXTFILE = _load("moeops_textfile_test", os.path.join(ROOT, "roles", "monitoring", "files", "moeops_textfile.py"))
-PORTS = {"node": 9100, "dcgm": 9400}
 
 
 def problems(**values):
-    return role_inputs.role_input_problems("monitoring", role_spec("monitoring"), values)
+    """The problems of the role's check (its defaults, then `values`), as the role_plan action finds them."""
+    return role_result("monitoring", {}, **values)["problems"]
 
 
-def test_the_rules_fall_back_to_the_spec_defaults():
-    spec = role_spec("monitoring")
-    assert {name: spec[name]["default"] for name in monitoring.DEFAULTS} == monitoring.DEFAULTS
+def planned(ctx=None, **values):
+    result = role_result("monitoring", ctx or {}, **values)
+    assert result["problems"] == [], result["problems"]
+    return result["plan"]
 
 
 def test_the_defaults_pass():
-    with open(os.path.join(ROOT, "roles", "monitoring", "defaults", "main.yml")) as f:
-        import yaml
-        assert problems(**yaml.safe_load(f)) == []
+    assert problems() == []
+    assert role_result("monitoring", {})["outcome"] == \
+        "monitoring: node_exporter on 127.0.0.1:9100, dcgm-exporter on 127.0.0.1:9400; loopback only"
 
 
 @pytest.mark.parametrize("values, message", [
@@ -75,22 +76,51 @@ def test_accepted_inputs():
 
 
 def test_the_plan_on_loopback_opens_nothing():
-    plan = monitoring.plan("127.0.0.1", [], True, PORTS, True, max_exposure=4.9)
+    plan = planned()
     assert plan["loopback"] and not plan["firewall"]
     assert plan["ip_allow"] == ["localhost"]
     assert plan["listen"] == {"node": "127.0.0.1:9100", "dcgm": "127.0.0.1:9400"}
     assert plan["external"] == {"node": [], "dcgm": [], "vllm": []}
     assert plan["exposure_threshold"] == "49"
+    assert "facts" not in plan  # the check plans without the unit; tasks/read.yml plans again with it
 
 
 def test_the_plan_beyond_loopback():
-    plan = monitoring.plan("10.0.0.5", ["10.0.5.7/24", "fd00::1/64"], True, PORTS, False, "box1:8000", "https")
+    plan = planned(monitoring_listen="10.0.0.5", monitoring_allow=["10.0.5.7/24", "fd00::1/64"], monitoring_dcgm=False,
+                   monitoring_vllm_target="box1:8000", monitoring_vllm_scheme="https", monitoring_max_exposure=10)
     assert plan["ip_allow"] == ["localhost", "10.0.0.5", "10.0.5.0/24", "fd00::/64"]
     assert plan["firewall"] and plan["allow4"] == ["10.0.5.0/24"] and plan["allow6"] == ["fd00::/64"]
     assert plan["external"] == {"node": ["10.0.0.5:9100"], "dcgm": [], "vllm": ["box1:8000"]}
-    assert plan["exposure_threshold"] == ""
-    assert monitoring.plan("fd00::5", ["fd00::/64"], False, PORTS, True)["listen"]["node"] == "[fd00::5]:9100"
-    assert not monitoring.plan("fd00::5", ["fd00::/64"], False, PORTS, True)["firewall"]
+    assert plan["exposure_threshold"] == "100" and plan["vllm_scheme"] == "https"  # 10: report only
+    v6 = planned(monitoring_listen="fd00::5", monitoring_allow=["fd00::/64"], monitoring_firewall=False)
+    assert v6["listen"]["node"] == "[fd00::5]:9100" and not v6["firewall"]
+
+
+def test_the_switches_from_the_command_line_are_converted():
+    """-e monitoring_firewall=false is the string "false": the plan sees False (no nftables table)."""
+    result = role_result("monitoring", {}, monitoring_listen="10.0.0.5", monitoring_allow=["10.0.5.0/24"],
+                         monitoring_firewall="false", monitoring_dcgm="no")
+    assert result["inputs"]["monitoring_firewall"] is False and not result["plan"]["firewall"]
+    assert result["plan"]["external"]["dcgm"] == [] and "dcgm-exporter" not in result["outcome"]
+
+
+def test_the_read_step_plans_the_facts():
+    doc = fixture("sim-deployed.json")
+    plan = planned({"deployed": doc["info"], "report": doc["report"], "canary": None, "drift_why": ""})
+    assert plan["facts"] == dict(monitoring.textfile_facts(doc["info"], doc["report"]), vllm_target="127.0.0.1:8000")
+    # Preflight plans every role with its own context (the GPUs, the facts): no unit there, no facts.
+    assert "facts" not in planned({"gpus": {}, "facts": {}})
+
+
+@pytest.mark.parametrize("argv, address", [
+    (["vllm", "serve", "m"], ("127.0.0.1", 8000)),
+    (["vllm", "serve", "m", "--host", "0.0.0.0", "--port", "8001"], ("127.0.0.1", 8001)),
+    (["vllm", "serve", "m", "--host=::", "--port=9000"], ("::1", 9000)),
+    (["vllm", "serve", "m", "--host", "10.0.0.5"], ("10.0.0.5", 8000)),
+    (["vllm", "serve", "m", "--port", "x"], None),
+])
+def test_where_vllm_answers_on_its_node(argv, address):
+    assert vllm_settings.serve_address(argv) == address
 
 
 def test_the_facts_of_the_deployed_simulated_node():

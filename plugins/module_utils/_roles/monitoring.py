@@ -1,19 +1,28 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, moeops.inference contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The monitoring role's rules, in one place: its input rules (role_inputs), what it derives from its inputs
-(`plan`: who may connect to the exporters, their listen addresses, the scrape targets) and the facts it hands to
-its textfile writer (`textfile_facts`: the vLLM unit as moeops.inference.vllm_service_info read it, the settings
-report, the canary). Pure functions over plain data: the filters monitoring_plan and monitoring_facts call them."""
+"""The monitoring role's rules and plan. Private to the collection: the role_plan action (module_utils/_common/plan.py)
+applies them to the role's converted values.
+
+The role plans twice. Its check (tasks/check.yml) plans with no context: who may connect to the exporters, their listen
+addresses, the scrape targets. Its read step (tasks/read.yml) plans again with what it read on the node in the
+context - the vLLM unit as moeops.inference.vllm_service_info read it (`deployed`), the settings report (`report`,
+None when not made, `drift_why` says why) and the canary (`canary`) - and the plan then also holds `facts`: what the
+textfile writer (roles/monitoring/files/moeops_textfile.py) turns into moeops.prom. Preflight plans the role with
+its own context (GPUs, facts), which holds no `deployed`: no facts then.
+"""
 
 from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional
 
-from ansible_collections.moeops.inference.plugins.module_utils import vllm_settings
+from ansible_collections.moeops.inference.plugins.module_utils._common import inputs
+from ansible_collections.moeops.inference.plugins.module_utils._policy import settings as vllm_settings
 
+# Set by the role itself (tasks/summary.yml).
+KNOWN_OTHER = ("monitoring_summary",)
 # A Prometheus duration (model.ParseDuration): units from ms to y, largest first, at least one.
 DURATION = re.compile(r"^(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?$")
 # A Debian version with an optional epoch (deb-version(7)).
@@ -22,17 +31,9 @@ HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})$")
 DURATION_OPTIONS = ("monitoring_scrape_interval", "monitoring_prometheus_retention",
                     "monitoring_alert_engine_stall_window", "monitoring_alert_target_down_for")
 PORT_OPTIONS = ("monitoring_node_exporter_port", "monitoring_dcgm_exporter_port", "monitoring_prometheus_port")
-# The spec's defaults of the options the rules compare with each other: preflight passes only what is set
-# (tests/unit/plugins/module_utils/test_monitoring.py keeps them equal to meta/argument_specs.yml).
-DEFAULTS = {"monitoring_allow": [], "monitoring_node_exporter_port": 9100, "monitoring_dcgm_exporter_port": 9400,
-            "monitoring_prometheus_port": 9090}
-
-
-def is_loopback(address: str) -> bool:
-    try:
-        return ipaddress.ip_address(address).is_loopback
-    except ValueError:
-        return address == "localhost"
+THRESHOLDS = ("monitoring_alert_ttft_p99_seconds", "monitoring_alert_itl_p99_seconds",
+              "monitoring_alert_e2e_p99_seconds", "monitoring_alert_waiting_requests",
+              "monitoring_alert_preemptions_per_second", "monitoring_alert_xid_errors", "monitoring_alert_pcie_replays")
 
 
 def host_port(address: str, port: int) -> str:
@@ -51,30 +52,17 @@ def _duration(name: str, value: Any) -> List[str]:
     return []
 
 
-def _non_negative(name: str, value: Any, high: Optional[float] = None, what: str = "0 or more") -> List[str]:
-    if value is None or isinstance(value, bool):
-        return []
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return []  # the spec's conversion names it
-    if number < 0 or (high is not None and number > high):
-        return ["%s must be %s, got %r" % (name, what, value)]
-    return []
-
-
-def input_problems(v: Mapping[str, Any]) -> List[str]:
-    """What the argument spec cannot say about the monitoring role's inputs; every message names the variable."""
+def _listen_problems(v: Mapping[str, Any]) -> List[str]:
     problems: List[str] = []
-    v = dict(DEFAULTS, **v)
-    listen = v.get("monitoring_listen")
+    listen, allow = v.get("monitoring_listen"), v.get("monitoring_allow")
+    listen_ok = False
     if isinstance(listen, str):
         try:
             ipaddress.ip_address(listen)
+            listen_ok = True
         except ValueError:
             problems.append("monitoring_listen must be an IP address of this node (127.0.0.1 for loopback only), got %r"
                             % listen)
-    allow = v.get("monitoring_allow")
     if isinstance(allow, list):
         for index, item in enumerate(allow):
             try:
@@ -82,22 +70,25 @@ def input_problems(v: Mapping[str, Any]) -> List[str]:
             except ValueError:
                 problems.append("monitoring_allow[%d] must be a network (CIDR such as 10.0.0.0/24) or an address, got %r"
                                 % (index, item))
-        if isinstance(listen, str) and not is_loopback(listen) and not problems and not allow:
-            try:
-                ipaddress.ip_address(listen)
-                problems.append("monitoring_listen %s is not loopback: set monitoring_allow to the networks of the "
-                                "Prometheus servers that scrape this node (nothing else may connect)" % listen)
-            except ValueError:
-                pass
-    ports = [(name, v.get(name)) for name in PORT_OPTIONS if isinstance(v.get(name), int)
-             and not isinstance(v.get(name), bool)]
+        if listen_ok and not inputs.is_loopback(listen) and not allow:
+            problems.append("monitoring_listen %s is not loopback: set monitoring_allow to the networks of the "
+                            "Prometheus servers that scrape this node (nothing else may connect)" % listen)
+    return problems
+
+
+def input_problems(v: Mapping[str, Any]) -> List[str]:
+    """What the argument spec cannot say about the role's inputs; every message names the variable."""
+    problems = _listen_problems(v)
     seen: Dict[int, str] = {}
-    for name, port in ports:
+    for name in PORT_OPTIONS:
+        port = v.get(name)
+        if not isinstance(port, int) or isinstance(port, bool):
+            continue
         if port in seen:
             problems.append("%s and %s are both %d: each listener needs its own port" % (seen[port], name, port))
         seen.setdefault(port, name)
     for name in DURATION_OPTIONS:
-        problems.extend(_duration(name, v.get(name)))
+        problems += _duration(name, v.get(name))
     for name in ("monitoring_dcgm_version", "monitoring_dcgm_exporter_version"):
         value = v.get(name)
         if isinstance(value, str) and not DEBIAN_VERSION.match(value):
@@ -109,21 +100,17 @@ def input_problems(v: Mapping[str, Any]) -> List[str]:
         if not match or not 1 <= int(match.group(2)) <= 65535:
             problems.append("monitoring_vllm_target must be HOST:PORT (the API front's address and port) or empty, got %r"
                             % target)
-    problems += _non_negative("monitoring_max_exposure", v.get("monitoring_max_exposure"), 10,
-                              "between 0 and 10, as systemd-analyze security counts (10: report only)")
-    problems += _non_negative("monitoring_alert_kv_cache_usage", v.get("monitoring_alert_kv_cache_usage"), 1,
-                              "between 0 and 1 (a share of the KV cache)")
-    for name in ("monitoring_alert_ttft_p99_seconds", "monitoring_alert_itl_p99_seconds",
-                 "monitoring_alert_e2e_p99_seconds", "monitoring_alert_waiting_requests",
-                 "monitoring_alert_preemptions_per_second", "monitoring_alert_xid_errors",
-                 "monitoring_alert_pcie_replays"):
-        problems += _non_negative(name, v.get(name))
+    problems += inputs.number_in("monitoring_max_exposure", v.get("monitoring_max_exposure"), 0, 10, low_open=False,
+                                 what="between 0 and 10, as systemd-analyze security counts (10: report only)")
+    problems += inputs.number_in("monitoring_alert_kv_cache_usage", v.get("monitoring_alert_kv_cache_usage"), 0, 1,
+                                 low_open=False, what="between 0 and 1 (a share of the KV cache)")
+    for name in THRESHOLDS:
+        problems += inputs.number_in(name, v.get(name), 0, float("inf"), low_open=False, what="0 or more")
     return problems
 
 
-def plan(listen: str, allow: Sequence[str], firewall: bool, ports: Mapping[str, int],
-         dcgm: bool, vllm_target: str = "", vllm_scheme: str = "http", max_exposure: Optional[float] = None) -> Dict[str, Any]:
-    """What the role derives from its inputs.
+def exporters(v: Mapping[str, Any]) -> Dict[str, Any]:
+    """Who may connect to the exporters, where they listen, and the scrape targets.
 
     - loopback: whether the exporters listen on loopback only;
     - ip_allow: the units' IPAddressAllow= (localhost, the listen address, the allowed networks), with
@@ -132,44 +119,39 @@ def plan(listen: str, allow: Sequence[str], firewall: bool, ports: Mapping[str, 
     - listen: {exporter: ADDRESS:PORT};
     - external: the scrape targets a Prometheus elsewhere uses ({job key: [target]}; none for an exporter on
       loopback, vLLM only through monitoring_vllm_target);
-    - exposure_threshold: monitoring_max_exposure in systemd-analyze's tenths ("" for no limit).
+    - exposure_threshold: monitoring_max_exposure in systemd-analyze's tenths (--threshold; 100 only reports).
     """
-    loopback = is_loopback(listen)
-    networks = [ipaddress.ip_network(str(a), strict=False) for a in allow]
+    listen, dcgm = v["monitoring_listen"], v["monitoring_dcgm"]
+    loopback = inputs.is_loopback(listen)
+    networks = [ipaddress.ip_network(str(a), strict=False) for a in v["monitoring_allow"]]
     ip_allow = ["localhost"] + ([] if loopback else [listen]) + [str(n) for n in networks]
-    listen_on = {"node": host_port(listen, int(ports["node"])), "dcgm": host_port(listen, int(ports["dcgm"]))}
-    external: Dict[str, List[str]] = {"node": [] if loopback else [listen_on["node"]],
-                                      "dcgm": [] if loopback or not dcgm else [listen_on["dcgm"]],
-                                      "vllm": [vllm_target] if vllm_target else []}
+    listen_on = {"node": host_port(listen, int(v["monitoring_node_exporter_port"])),
+                 "dcgm": host_port(listen, int(v["monitoring_dcgm_exporter_port"]))}
+    target = v.get("monitoring_vllm_target") or ""
     return {
         "loopback": loopback,
         "ip_allow": list(dict.fromkeys(ip_allow)),
-        "firewall": bool(firewall) and not loopback,
+        "firewall": bool(v["monitoring_firewall"]) and not loopback,
         "allow4": [str(n) for n in networks if n.version == 4],
         "allow6": [str(n) for n in networks if n.version == 6],
         "listen": listen_on,
-        "external": external,
-        "vllm_scheme": vllm_scheme,
-        "exposure_threshold": "" if max_exposure is None else str(int(round(float(max_exposure) * 10))),
+        "external": {"node": [] if loopback else [listen_on["node"]],
+                     "dcgm": [] if loopback or not dcgm else [listen_on["dcgm"]],
+                     "vllm": [target] if target else []},
+        "vllm_scheme": v.get("monitoring_vllm_scheme") or "http",
+        "exposure_threshold": str(int(round(float(v["monitoring_max_exposure"]) * 10))),
     }
 
 
 def vllm_local_target(deployed: Mapping[str, Any]) -> Optional[str]:
-    """Where vLLM's own /metrics answers on this node: the --host and --port of the deployed unit (the backend
-    behind a front), 127.0.0.1 for an unspecified or wildcard host; None without a unit."""
+    """Where vLLM's own /metrics answers on this node (the deployed unit's --host and --port, the backend behind a
+    front; a wildcard host is read on loopback); None without a unit."""
     unit = deployed.get("unit") or {}
     argv = (deployed.get("effective") or {}).get("exec_start") or []
     if not unit.get("deployed") or not argv:
         return None
-    settings = vllm_settings.serve_settings(argv)
-    host = settings.get("--host") or "127.0.0.1"
-    if host in ("0.0.0.0", "::", ""):
-        host = "127.0.0.1" if host != "::" else "::1"
-    try:
-        port = int(settings.get("--port") or 8000)
-    except ValueError:
-        return None
-    return host_port(host, port)
+    address = vllm_settings.serve_address(argv)
+    return host_port(*address) if address else None
 
 
 def textfile_facts(deployed: Mapping[str, Any], report: Optional[Mapping[str, Any]] = None,
@@ -213,3 +195,21 @@ def textfile_facts(deployed: Mapping[str, Any], report: Optional[Mapping[str, An
     elif isinstance(canary, Mapping) and canary.get("skipped"):
         facts["canary"] = {"recorded": False, "why": "the vllm_service role's canary was skipped in this play"}
     return facts
+
+
+def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
+    """The exporters' plan; with the vLLM unit read on the node in the context (`deployed`), also the textfile facts."""
+    planned = exporters(v)
+    outcome = "monitoring: node_exporter on %s%s; %s" % (
+        planned["listen"]["node"], (", dcgm-exporter on " + planned["listen"]["dcgm"]) if v["monitoring_dcgm"] else "",
+        "loopback only" if planned["loopback"] else "open to %s (%s)" % (
+            ", ".join(planned["ip_allow"]), "nftables table inet moeops_monitoring and the units" if planned["firewall"]
+            else "the units' IPAddressAllow= only"))
+    deployed = ctx.get("deployed")
+    if isinstance(deployed, Mapping) and "unit" in deployed:
+        report, canary = ctx.get("report"), ctx.get("canary")
+        facts = textfile_facts(deployed, report if isinstance(report, Mapping) else None,
+                               canary if isinstance(canary, Mapping) else None, str(ctx.get("drift_why") or ""))
+        facts["vllm_target"] = vllm_local_target(deployed)
+        planned["facts"] = facts
+    return {"plan": planned, "outcome": outcome}
