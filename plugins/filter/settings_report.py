@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.moeops.inference.plugins.module_utils._engine import benchmark as bench
 from ansible_collections.moeops.inference.plugins.module_utils._policy import settings as vllm_settings
 
 
@@ -16,8 +17,11 @@ def settings_report(desired, deployed, gpu_facts=None, host=""):
                                  "(moeops.inference.vllm_service, tasks_from desired), got %r" % type(desired).__name__)
     if not isinstance(deployed, dict) or "unit" not in deployed:
         raise AnsibleFilterError("settings_report: the first argument must be the result of moeops.inference.vllm_service_info")
+    # The newest benchmark record beside the settings now (its fingerprint read again from what is deployed).
+    last_benchmark = bench.last_result(deployed.get("benchmark"), deployed.get("benchmark_reason") or "", deployed,
+                                       gpu_facts or {}, desired.get("profile") or "", desired.get("collection_version") or "")
     try:
-        return vllm_settings.build_report(host, desired, deployed, gpu_facts or {})
+        return vllm_settings.build_report(host, desired, deployed, gpu_facts or {}, last_benchmark)
     except vllm_settings.UnitSyntaxError as exc:
         raise AnsibleFilterError("settings_report: the role's own unit does not parse: %s" % exc)
 

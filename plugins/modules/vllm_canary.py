@@ -74,8 +74,22 @@ options:
         certificate names the host's public name.
     type: bool
     default: true
+  record:
+    description:
+      - Absolute path of a JSON file on the host where the result is kept, passed or failed, with the question, the
+        URL and the O(unit_file)'s SHA-256 (the role uses C(/var/lib/moeops/canary-<unit>.json), which
+        M(moeops.inference.vllm_service_info) reads for the settings report). Not written in check mode.
+      - The file is rewritten only when the result or the unit differs from the one it holds; its C(since) is then
+        the first run that gave this result. A failure to write it is a warning, never the canary's failure.
+    type: path
+    version_added: 0.7.0
+  unit_file:
+    description: The systemd unit the served model runs under; its SHA-256 goes into O(record).
+    type: path
+    version_added: 0.7.0
 notes:
   - The answer is returned and shown cut to 200 characters, quoted, so that control characters are visible.
+  - The module reports a change only when it writes O(record), that is when the result or the unit is new.
 seealso:
   - module: moeops.inference.vllm_service_info
 """
@@ -90,6 +104,15 @@ EXAMPLES = r"""
     expect: '\b391\b'
     chat_template_kwargs:
       thinking: false
+
+- name: The same, keeping the result for the settings report
+  moeops.inference.vllm_canary:
+    url: http://127.0.0.1:8000
+    model: kimi-k2.5
+    prompt: What is 17 times 23? Answer with the number only.
+    expect: '\b391\b'
+    record: /var/lib/moeops/canary-vllm.json
+    unit_file: /etc/systemd/system/vllm.service
 """
 
 RETURN = r"""
@@ -128,14 +151,49 @@ request:
   description: The request body that was (or in check mode would be) sent.
   returned: always
   type: dict
+record:
+  description: The document kept in O(record) (the file's, when it already held this result).
+  returned: when O(record) is given, not in check mode
+  type: dict
+  version_added: 0.7.0
 """
 
 import json
+import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
+from ansible_collections.moeops.inference.plugins.module_utils._common import state_files
 from ansible_collections.moeops.inference.plugins.module_utils._policy import canary as _canary
+from ansible_collections.moeops.inference.plugins.module_utils._policy import settings as _settings
+
+
+def _keep(module, result, request, answer):
+    """Write the result to the record file, when one is asked for; the module's `changed` says whether it was written."""
+    p = module.params
+    if not p["record"]:
+        return
+    digest = None
+    if p["unit_file"]:
+        try:
+            with open(p["unit_file"], "r", encoding="utf-8") as handle:
+                digest = _settings.text_digest(handle.read())
+        except (OSError, UnicodeDecodeError) as exc:
+            module.warn("canary: cannot read the unit %s for the record: %s" % (p["unit_file"], exc))
+    doc = _canary.record(result["passed"], result["problems"], answer, request, p["expect"], p["url"],
+                         p["unit_file"] or "", digest, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                         result.get("elapsed_s"))
+    try:
+        os.makedirs(os.path.dirname(p["record"]) or ".", mode=0o755, exist_ok=True)
+        result["changed"] = state_files.write_json(p["record"], doc, mode=0o644, ignore_keys=_canary.RECORD_VOLATILE,
+                                                   move=module.atomic_move)
+    except (OSError, TypeError, ValueError) as exc:
+        module.warn("canary: cannot keep the result in %s: %s" % (p["record"], exc))
+        result["record"] = doc
+        return
+    # What the file holds: a same result keeps the earlier `since`.
+    result["record"] = doc if result["changed"] else (state_files.read_json(p["record"]) or doc)
 
 
 def main():
@@ -152,6 +210,8 @@ def main():
             timeout=dict(type="int", default=120),
             repeat_limit=dict(type="int", default=_canary.DEFAULT_REPEAT_LIMIT),
             validate_certs=dict(type="bool", default=True),
+            record=dict(type="path"),
+            unit_file=dict(type="path"),
         ),
         supports_check_mode=True,
     )
@@ -184,18 +244,24 @@ def main():
                 detail = ": " + _canary.shorten(exc.read().decode("utf-8", "replace"))
             except Exception:  # pylint: disable=broad-except
                 detail = ""
-        module.fail_json(msg="canary request to %s failed after %.1f s: %s%s" % (url, time.monotonic() - start, exc, detail),
-                         passed=False, problems=["no answer"], request=body)
+        result = dict(changed=False, passed=False, problems=["no answer: %s" % exc], request=body,
+                      elapsed_s=round(time.monotonic() - start, 3))
+        _keep(module, result, body, None)
+        module.fail_json(msg="canary request to %s failed after %.1f s: %s%s" % (url, result["elapsed_s"], exc, detail),
+                         **result)
     elapsed = round(time.monotonic() - start, 3)
     try:
         answer = _canary.answer_of(json.loads(raw))
     except ValueError as exc:
+        result = dict(changed=False, passed=False, problems=["not a chat completion"], request=body, elapsed_s=elapsed)
+        _keep(module, result, body, {"text": raw, "finish_reason": None})
         module.fail_json(msg="canary: %s answered what is not a chat completion: %s (%s)" % (url, _canary.shorten(raw), exc),
-                         passed=False, problems=["not a chat completion"], request=body)
+                         **result)
     problems = _canary.judge(answer, p["expect"], p["repeat_limit"])
     result = dict(changed=False, passed=not problems, problems=problems, answer=_canary.shorten(answer["text"]),
                   text=answer["text"], token_ids=answer["token_ids"], finish_reason=answer["finish_reason"],
                   elapsed_s=elapsed, request=body)
+    _keep(module, result, body, answer)
     if problems:
         module.fail_json(msg="canary failed: %s; the answer was %s" % ("; ".join(problems), result["answer"]), **result)
     module.exit_json(**result)

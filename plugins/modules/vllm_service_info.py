@@ -17,6 +17,8 @@ description:
   - Values of secrets (C(VLLM_API_KEY), C(HF_TOKEN) and other variables named like a token, key, secret or password,
     and the C(--api-key) argument) are never returned, only that they are set. The API key is read only to call
     C(/v1/models).
+  - Reads the last canary result that the deploy kept (O(canary_record)) and the newest benchmark record
+    (O(benchmark_store)), which the settings report shows beside the settings they ran under.
   - The M(moeops.inference.vllm_service_info) result is what the C(moeops.inference.settings_report) filter compares
     with the unit the C(moeops.inference.vllm_service) role would render.
 author:
@@ -59,6 +61,19 @@ options:
       - The API front's unit name, without C(.service) (see the vllm_service role's C(vllm_service_host)). Default C(<name>-front).
     type: str
     version_added: 0.5.0
+  canary_record:
+    description:
+      - Absolute path of the last canary result (M(moeops.inference.vllm_canary)'s O(moeops.inference.vllm_canary#module:record)).
+        Default C(/var/lib/moeops/canary-<name>.json), where the vllm_service role keeps it.
+    type: path
+    version_added: 0.7.0
+  benchmark_store:
+    description:
+      - The benchmark's store (M(moeops.inference.vllm_benchmark)'s O(moeops.inference.vllm_benchmark#module:store)),
+        whose newest record is read; records marked fabricated (test material) are passed over.
+    type: path
+    default: /var/lib/moeops/benchmarks
+    version_added: 0.7.0
 notes:
   - Run it with C(become) so that root-only C(EnvironmentFile=) files can be read.
   - The deployed side is the unit files as the next start would use them. C(loaded) is what systemd has loaded now;
@@ -166,6 +181,22 @@ front:
   returned: always
   type: dict
   version_added: 0.5.0
+canary:
+  description:
+    - The last canary's result as the deploy kept it (C(since), C(passed), C(problems), C(answer), C(expect),
+      C(model), C(url), C(unit) with the C(digest) of the unit it ran under); null when there is none, with
+      C(canary_reason) saying why.
+  returned: always
+  type: dict
+  version_added: 0.7.0
+benchmark:
+  description:
+    - The newest benchmark record in O(benchmark_store), of any fingerprint, fabricated ones passed over - C(path),
+      C(name), C(at), C(fingerprint) (C(id), C(components)), C(verdict), C(table), C(scenarios) (C(name),
+      C(workload), C(metrics)), C(passed_over); null when there is none, with C(benchmark_reason) saying why.
+  returned: always
+  type: dict
+  version_added: 0.7.0
 """
 
 import glob
@@ -177,6 +208,8 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 from ansible_collections.moeops.inference.plugins.module_utils._policy import api_front
 from ansible_collections.moeops.inference.plugins.module_utils._common import state_files
+from ansible_collections.moeops.inference.plugins.module_utils._engine import benchmark as bench
+from ansible_collections.moeops.inference.plugins.module_utils._policy import canary as _canary
 from ansible_collections.moeops.inference.plugins.module_utils._policy import settings as vs
 
 SHOW_PROPS = ("LoadState", "ActiveState", "SubState", "Result", "NRestarts", "UnitFileState", "ActiveEnterTimestamp",
@@ -225,6 +258,31 @@ def _get(url, headers, timeout):
         return {"status": getattr(exc, "code", None), "body": None, "error": str(exc)}
 
 
+def _newest_benchmark(store):
+    """(summary of the newest real record in the store, '') or (None, why there is none)."""
+    try:
+        dirs = [os.path.join(store, d) for d in os.listdir(store) if os.path.isdir(os.path.join(store, d))]
+    except OSError as exc:
+        return None, "%s: %s" % (store, exc.strerror or exc)
+    paths = []
+    for directory in dirs:
+        try:
+            paths += [os.path.join(directory, n) for n in os.listdir(directory)]
+        except OSError:
+            continue
+    passed_over = []
+    for path in bench.newest_first(paths):
+        doc, why = state_files.read_json_reason(path)
+        problems = [why] if doc is None else bench.record_problems(doc)
+        if problems:
+            passed_over.append("%s: %s" % (os.path.basename(path), "; ".join(problems)))
+        elif doc.get("fabricated"):
+            passed_over.append("%s: fabricated" % os.path.basename(path))
+        else:
+            return bench.record_summary(doc, path, passed_over), ""
+    return None, "no benchmark record in %s%s" % (store, ("; passed over " + "; ".join(passed_over)) if passed_over else "")
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -234,6 +292,8 @@ def main():
             timeout=dict(type="int", default=5),
             p2p_gate_record=dict(type="path", default="/var/lib/moeops/p2p-gate.json"),
             front=dict(type="str"),
+            canary_record=dict(type="path"),
+            benchmark_store=dict(type="path", default=bench.DEFAULT_STORE),
         ),
         supports_check_mode=True,
     )
@@ -346,6 +406,9 @@ def main():
     if front["installed"]:
         rc, out, err = module.run_command([systemctl, "show", front_unit + ".service", "-p", "ActiveState", "--value"])
         front["active"] = out.strip() if rc == 0 else "unknown: %s" % err.strip()
+    canary_path = module.params["canary_record"] or _canary.record_path(module.params["name"])
+    canary_record, canary_reason = state_files.read_json_reason(canary_path)
+    benchmark, benchmark_reason = _newest_benchmark(module.params["benchmark_store"])
     module.exit_json(
         changed=False,
         unit={
@@ -369,6 +432,10 @@ def main():
         p2p_gate=gate_record,
         p2p_gate_reason=gate_reason,
         front=front,
+        canary=canary_record,
+        canary_reason=canary_reason,
+        benchmark=benchmark,
+        benchmark_reason=benchmark_reason,
     )
 
 

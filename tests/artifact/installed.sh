@@ -108,13 +108,18 @@ ansible localhost -c local -e ansible_python_interpreter="$py" -m moeops.inferen
 grep -q '"vllm_service_port"' "$work/inputs-ok.txt"
 echo "ad-hoc role_plan: three bad inputs named (a template, a boolean, a secret not shown); good ones pass"
 
-# 6. The installed collection's README: its first commands use only what was installed. The first sh block's copy of
-#    the example inventory is run as written, and each playbook it names parses with that inventory.
+# 6. The installed collection's README. Its first lines are the source checkout's two commands (main job, tests),
+#    said to need the checkout; the installed collection's commands use only what was installed: the sh block that
+#    installs the tarball copies the example inventory as written, and each playbook it names parses with it.
 readme=$installed/ansible_collections/moeops/inference/README.md
 python3 - "$readme" > "$work/first.sh" <<'PY'
 import re, sys
-block = re.search(r"```sh\n(.*?)```", open(sys.argv[1]).read(), re.S).group(1)
-print(block.replace("\\\n", " "))
+text = open(sys.argv[1]).read()
+blocks = re.findall(r"```sh\n(.*?)```", text, re.S)
+checkout = text[:text.index("```sh")]
+assert len(text.encode()) <= 8192, "the README is %d bytes: a front door of at most 8 KB" % len(text.encode())
+assert "./tests/run" in blocks[0] and "From a checkout of the source" in checkout, "the README does not open with the checkout's two commands, said to need the checkout"
+print(next(b for b in blocks if "ansible-galaxy collection install" in b).replace("\\\n", " "))
 PY
 if grep -nE '\./scripts|tests/|sim_node|inventories/sim|\.venv' "$work/first.sh"; then
   echo "the installed README's first commands use files of the repository, not of the collection"; exit 1

@@ -8,20 +8,25 @@
 #   2. a copy with every throughput divided by 1.5 compared with the real record: the play must fail, naming the
 #      regression (33.3% > 25%);
 #   3. a copy 15% worse (throughputs x 0.85, latencies x 1.15): a warning, the play passes.
-# The records go to a store of their own (BENCH_STORE, emptied first and removed at the end), so that earlier runs on
-# the node, whose numbers vary with the machine's load, are not compared; nothing else on the node is changed.
+# The records go to a store of their own (BENCH_STORE, emptied first and removed at the end unless BENCH_KEEP is set;
+# the fabricated records are removed as soon as they were compared), so that earlier runs on the node, whose numbers
+# vary with the machine's load, are never compared: the real run has no baseline and gates nothing. Nothing else on
+# the node is changed.
 #
+# CI runs it: molecule default's verify (molecule/default/verify_serving.yml) runs it on sim_cpu, keeping the real
+# record for the settings report (BENCH_KEEP=1). By hand, on any node that serves:
 #   bash tests/integration/62-benchmark.sh INVENTORY HOST [ansible-playbook arguments...]
 #   MOEOPS_NODE_SUFFIX=-bench bash tests/integration/62-benchmark.sh inventories/sim moeops-sim
 #   bash tests/integration/62-benchmark.sh molecule/default/inventory moeops-mol-bookworm   (molecule default, converged)
-# Not executable on purpose: tests/run runs every executable script here, and this one needs a node that serves.
+# Not executable on purpose: tests/run runs every executable script here as a stage of its own, and this one needs a
+# node that serves (molecule default's stage, 50-molecule.sh, runs it there).
 # Extra arguments go to every ansible-playbook call (e.g. -e vllm_service_host=0.0.0.0 when the node was deployed
 # so: the benchmark reads the unit, but the NCCL variables' sources come from what a deploy would render).
 # Needs a deployed, running vLLM with --max-model-len of at least 1056 (the cold prefill runs 1024 + 16 tokens here).
 # Runs from the repository root with the tooling venv on PATH (tests/run sets that up), or with ANSIBLE_BIN_DIR.
 set -euo pipefail
 start=$SECONDS
-[ $# -ge 2 ] || { sed -n '2,25p' "$0"; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,26p' "$0"; exit 2; }
 inv=$1 host=$2
 shift 2
 bin=${ANSIBLE_BIN_DIR:-$(dirname "$(command -v ansible-playbook)")}
@@ -31,7 +36,7 @@ here=$PWD/tests/integration/benchmark
 adhoc() { "$bin/ansible" -i "$inv" "$host" -b "$@"; }
 # BENCH_LOG_DIR: keep the playbook logs and the real record there.
 cleanup() {
-  adhoc -m ansible.builtin.file -a "path=$store state=absent" >/dev/null 2>&1 || true
+  [ -n "${BENCH_KEEP:-}" ] || adhoc -m ansible.builtin.file -a "path=$store state=absent" >/dev/null 2>&1 || true
   [ -z "${BENCH_LOG_DIR:-}" ] || { mkdir -p "$BENCH_LOG_DIR"; cp "$work"/*.log "$work"/*.json "$BENCH_LOG_DIR"/ 2>/dev/null || true; }
   rm -rf "$work"
 }
@@ -103,8 +108,10 @@ case $found in
   0) echo "the API key is in neither the record nor the output" ;;
   *) echo "the API key appears in $found file(s)"; exit 1 ;;
 esac
+adhoc -m ansible.builtin.file -a "path=$store/.it62-real.log state=absent" > /dev/null
 
 # 2. Throughputs divided by 1.5: the gate must fail.
+t1=$SECONDS
 slow=$(adhoc -m ansible.builtin.script -a "$here/fabricate.py $record throughput-div-1.5 1.5 1 executable=/usr/bin/python3" \
        | grep -o "$store/[^\" ]*FABRICATED-throughput-div-1.5.json" | head -n1)
 [ -n "$slow" ] || { echo "the fabricated record was not written"; exit 1; }
@@ -127,4 +134,6 @@ grep -q '\[WARNING\]: benchmark regression above 10% (below 25%) in 18 metric(s)
 if grep -q ' FAIL ' "$work/bit.log"; then echo "a record 15% worse shows a failure"; exit 1; fi
 grep -E 'WARN \(regression' "$work/bit.log" | sed 's/^ *//' | head -n 6
 grep 'benchmark verdict' "$work/bit.log" | sed 's/^ *//'
+adhoc -m ansible.builtin.file -a "path=$bit state=absent" > /dev/null
+echo "the gate both ways: $((SECONDS - t1)) s"
 echo "62-benchmark: $((SECONDS - start)) s"

@@ -56,7 +56,7 @@ def raw(req):
     try:
         sock.sendall(req["raw"].encode("latin-1"))
         count, size = req.get("chunks") or (0, 0)
-        for _ in range(count):
+        for _chunk in range(count):
             sock.sendall(b"%x\r\n" % size + b"x" * size + b"\r\n")
         if count:
             sock.sendall(b"0\r\n\r\n")
@@ -79,7 +79,7 @@ def raw(req):
             return {"status": None, "error": str(err), "sent_error": sent_error}
     finally:
         sock.close()
-    head, _, body = data.partition(b"\r\n\r\n")
+    head, _sep, body = data.partition(b"\r\n\r\n")
     out = {"head": data[:120].decode("latin-1"), "sent_error": sent_error, "retry_after": None}
     if data.startswith(b"HTTP/"):
         out["status"] = int(data.split(b" ", 2)[1])

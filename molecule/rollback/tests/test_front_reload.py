@@ -197,7 +197,7 @@ def test_a_new_certificate_is_a_reload():
                           r"[ *]*\nchanged: ", out)
     print("MEASURED new certificate: deploy of %s in %.0f s, rc %d; front %s (pid %s -> %s); %d polls every 0.2 s from "
           "%s, %d not answered 200" % (FIRST, took, run.returncode, "reloaded" if reloaded else "NOT reloaded",
-                                        pid, front_pid(first), len(record["polls"]), SECOND, len(refused(record))))
+                                       pid, front_pid(first), len(record["polls"]), SECOND, len(refused(record))))
     assert run.returncode == 0, out[-3000:]
     assert reloaded and not restarted, out[-3000:]
     assert front_pid(first) == pid

@@ -13,6 +13,9 @@ the P2P gate's result. Each scenario is compared with the newest earlier record 
 same workload: a regression above `warn` warns, above `fail` fails (lower is better for latencies, higher for
 throughputs). The community's numbers for some profiles on 8x RTX PRO 6000 are warn-only floors.
 
+The settings report shows the newest record beside the settings deployed now (`newest_first`, `record_summary`,
+`last_result`): vllm_service_info reads the store, the settings_report filter says what changed since.
+
 Pure functions, no I/O: the module reads the files, runs the commands and writes the record.
 """
 
@@ -650,3 +653,101 @@ def record_problems(doc: Any) -> List[str]:
     if not isinstance(doc.get("scenarios"), list) or not doc.get("scenarios"):
         problems.append("no scenarios")
     return problems
+
+
+# ------------------------------------------------------------------ the newest record, beside the settings now
+
+# Fingerprint parts the settings report cannot read again without running the venv's PyTorch.
+NOT_REREAD = ("cuda_version", "nccl_version")
+# The metrics a summary keeps of each scenario.
+SUMMARY_METRICS = METRIC_KEYS + ("decode_tok_s", "completed", "failed")
+
+
+def newest_first(paths: Sequence[str]) -> List[str]:
+    """Record files (<store>/<fingerprint>/<name>.json) of every fingerprint, newest first, by the time their names
+    start with (then what follows it: a fabricated copy named after its real record comes before it)."""
+    def key(path: str) -> Tuple[str, str]:
+        return NAME_RE.match(path.rsplit("/", 1)[-1]).groups()
+    return sorted((p for p in paths if is_record_name(p.rsplit("/", 1)[-1])), key=key, reverse=True)
+
+
+def record_summary(doc: Mapping[str, Any], path: str, passed_over: Sequence[str] = ()) -> Dict[str, Any]:
+    """What the settings report keeps of a record: when, the fingerprint, the verdict, the table and each scenario's
+    workload and metrics (not the client's whole result or the command)."""
+    return {
+        "path": path,
+        "name": doc.get("name"),
+        "at": doc.get("at"),
+        "host": doc.get("host"),
+        "fingerprint": dict(doc.get("fingerprint") or {}),
+        "verdict": (doc.get("comparison") or {}).get("verdict"),
+        "table": list(doc.get("table") or []),
+        "scenarios": [{"name": e.get("name"), "workload": dict(e.get("workload") or {}),
+                       "metrics": {k: (e.get("metrics") or {}).get(k) for k in SUMMARY_METRICS}}
+                      for e in doc.get("scenarios") or [] if isinstance(e, Mapping)],
+        "passed_over": list(passed_over),
+    }
+
+
+def _shown(value: Any) -> str:
+    return "unset" if value is None else json.dumps(value) if not isinstance(value, str) else value
+
+
+def settings_changes(then: Mapping[str, Any], now: Mapping[str, Any]) -> List[str]:
+    """What differs between a record's fingerprint components and the ones read now, one change a line (the parts the
+    id is made of, less NOT_REREAD): each variable and each `vllm serve` argument by name."""
+    old, new = _hashed(then), _hashed(now)
+    changes: List[str] = []
+    for key in old:
+        if key in NOT_REREAD or old[key] == new[key]:
+            continue
+        if key in ("nccl_environment", "environment"):
+            a, b = old[key] or {}, new[key] or {}
+            changes += ["%s %s -> %s" % (k, _shown(a.get(k)), _shown(b.get(k)))
+                        for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+        elif key == "serve_args":
+            a = vllm_settings.serve_settings(["vllm"] + list(old[key] or []))
+            b = vllm_settings.serve_settings(["vllm"] + list(new[key] or []))
+            diff = ["%s %s -> %s" % (k, _shown(a.get(k)), _shown(b.get(k)))
+                    for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+            changes += ["vllm serve %s" % d for d in diff] or ["vllm serve arguments (their order)"]
+        else:
+            changes.append("%s %s -> %s" % (key, _shown(old[key]), _shown(new[key])))
+    return changes
+
+
+def last_result(summary: Optional[Mapping[str, Any]], why: str, service: Mapping[str, Any], facts: Mapping[str, Any],
+                profile: str, collection_version: str) -> Dict[str, Any]:
+    """The newest record beside the settings now, for the settings report: `status` (the record's verdict, or none),
+    `settings_changed` (None without a record), `changes`, the report's `lines` and a `problem` (a failed gate under
+    the settings deployed now). `service` is vllm_service_info's result, `facts` the GPU facts, `profile` and
+    `collection_version` what a deploy would use now: the fingerprint's parts are read again from them, all but the
+    CUDA and NCCL versions (NOT_REREAD), which take the venv's PyTorch."""
+    out: Dict[str, Any] = {"status": "none", "record": None, "settings_changed": None, "changes": [], "problem": ""}
+    if not summary:
+        shown = "no record in the store" if not why else why
+        out["lines"] = ["none yet (%s): playbooks/benchmark.yml keeps one a run" % shown]
+        return out
+    fp = summary.get("fingerprint") or {}
+    then = fp.get("components") or {}
+    now = fingerprint_components(service, facts, None, {}, {}, profile, collection_version)
+    changes = settings_changes(then, now)
+    engine = then.get("engine")
+    caveat = "" if engine == "cpu" else " (CUDA and NCCL versions not read again)"
+    verdict = str(summary.get("verdict") or "unknown")
+    out.update(status=verdict, record=dict(summary), settings_changed=bool(changes), changes=changes)
+    lines = ["%s at %s, gate %s" % (summary.get("path"), summary.get("at"), verdict.upper()),
+             "  fingerprint %s: %s, driver %s, CUDA %s, NCCL %s, %s, profile %s" % (
+                 fp.get("id"), then.get("vllm_package"), then.get("driver_version"), then.get("cuda_version"),
+                 then.get("nccl_version"), then.get("gpus"), then.get("profile"))]
+    if changes:
+        lines.append("  SETTINGS CHANGED SINCE%s: %s" % (caveat, "; ".join(changes)))
+    else:
+        lines.append("  under the settings deployed now%s" % caveat)
+        if verdict == "fail":
+            out["problem"] = "last benchmark failed its regression gate under the settings deployed now"
+    lines += ["  " + line for line in summary.get("table") or []]
+    if summary.get("passed_over"):
+        lines.append("  passed over: %s" % "; ".join(summary["passed_over"]))
+    out["lines"] = lines
+    return out

@@ -212,9 +212,9 @@ def tls_file_problems(tls_cert: str, tls_key: str, files: Optional[Mapping[str, 
         except ValueError:
             mode = 0o777
         if key.get("uid") != 0 or mode & 0o077:
+            owner = key.get("pw_name", key.get("uid"))
             problems.append("%sfront_tls_key %s must be owned by root with no group or other access (chown root; chmod "
-                            "0600): it is owned by %s with mode %s" % (var_prefix, tls_key, key.get("pw_name", key.get("uid")),
-                                                                      key.get("mode")))
+                            "0600): it is owned by %s with mode %s" % (var_prefix, tls_key, owner, key.get("mode")))
     return problems
 
 

@@ -27,6 +27,7 @@ import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.moeops.inference.plugins.module_utils._policy import api_front
+from ansible_collections.moeops.inference.plugins.module_utils._policy import canary
 from ansible_collections.moeops.inference.plugins.module_utils._policy import pcie_findings
 
 # Values of these variables and arguments are never shown: only whether they are set.
@@ -543,11 +544,15 @@ def gpu_summary(facts: Mapping[str, Any]) -> Dict[str, Any]:
 
 
 def build_report(host: str, desired: Mapping[str, Any], deployed: Mapping[str, Any],
-                 gpu_facts: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+                 gpu_facts: Optional[Mapping[str, Any]] = None,
+                 benchmark: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """One host's settings report: rows, drift, problems, status lines and the readable block.
 
     `desired` is the vllm_service role's `vllm_service_desired` fact (tasks/desired.yml),
-    `deployed` the vllm_service_info module's result.
+    `deployed` the vllm_service_info module's result. The last canary (in `deployed`) is set beside the unit deployed
+    now here; the newest benchmark record beside the settings now comes worked out as `benchmark`
+    (module_utils/_engine/benchmark.py's last_result, which the settings_report filter calls: the benchmark's rules
+    read this module, so this module does not import them).
     """
     unit = deployed.get("unit") or {}
     state = unit.get("state") or {}
@@ -635,6 +640,20 @@ def build_report(host: str, desired: Mapping[str, Any], deployed: Mapping[str, A
             problems.append("P2P gate failed")
     elif "p2p_gate" in deployed:
         status.append("P2P gate not run here (%s)" % (deployed.get("p2p_gate_reason") or "no record"))
+    # The last canary and benchmark, beside the settings they ran under and whether these changed since.
+    last_canary = canary.last_result(deployed.get("canary"), deployed.get("canary_reason") or "",
+                                     unit.get("digest") if is_deployed else None)
+    status.append("canary   %s" % last_canary["line"])
+    if last_canary["problem"]:
+        problems.append(last_canary["problem"])
+    if benchmark:
+        last_benchmark = dict(benchmark)
+        bench_lines = list(benchmark.get("lines") or [])
+        status.extend(("bench    " if i == 0 else "         ") + line for i, line in enumerate(bench_lines))
+        if benchmark.get("problem"):
+            problems.append(benchmark["problem"])
+    else:
+        last_benchmark = {"status": "not_read", "lines": []}
     # The PCIe host's P2P readiness (pcie_host's policy over the facts' host section), warnings first in full.
     findings = pcie_findings.facts_findings(gpu_facts or {})
     for f in findings:
@@ -704,6 +723,8 @@ def build_report(host: str, desired: Mapping[str, Any], deployed: Mapping[str, A
         "workload": {k: served.get(k) for k in ("workload", "performance_mode", "queue_cap", "max_num_seqs")},
         "nccl_topology": {k: topo.get(k) for k in ("generated", "applied", "why", "xml", "gpus_written", "cpu_nodes")}
         if topo else None,
+        "canary": last_canary,
+        "benchmark": last_benchmark,
         "rows": rows,
         "status_lines": status,
     }

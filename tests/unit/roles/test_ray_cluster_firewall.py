@@ -46,7 +46,7 @@ def drops(text):
         if not match:
             continue
         for part in match.group(1).strip("{} ").split(","):
-            low, _, high = part.strip().partition("-")
+            low, _sep, high = part.strip().partition("-")
             found.append((int(low), int(high or low)))
     return found
 

