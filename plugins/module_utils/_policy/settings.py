@@ -324,6 +324,19 @@ def serve_settings(argv: Sequence[str]) -> Dict[str, str]:
     return settings
 
 
+def serve_address(argv: Sequence[str]) -> Optional[Tuple[str, int]]:
+    """(host, port) where `vllm serve` answers on its own node: its --host (vLLM's default and a wildcard are read
+    on loopback: 127.0.0.1, or ::1 for ::) and --port (vLLM's default 8000); None for a port that is no number."""
+    settings = serve_settings(argv)
+    host = settings.get("--host") or "127.0.0.1"
+    if host in api_front.WILDCARD_HOSTS:
+        host = "::1" if host == "::" else "127.0.0.1"
+    try:
+        return host, int(settings.get("--port") or 8000)
+    except ValueError:
+        return None
+
+
 def _is_number(word: str) -> bool:
     return bool(re.match(r"^-?[0-9]+(\.[0-9]+)?$", word))
 
