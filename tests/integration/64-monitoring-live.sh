@@ -34,7 +34,7 @@ cleanup() {
   if ! $own && [ -n "$node" ]; then
     # The TEST DOUBLE leaves the node; the role's unit stays, stopped, as on a node without the packages.
     podman exec "$node" sh -c 'systemctl stop nvidia-dcgm-exporter.service; rm -f /usr/bin/dcgm-exporter
-      rm -rf /usr/local/lib/moeops-test /etc/systemd/system/nvidia-dcgm-exporter.service.d/90-moeops-test-static-user.conf
+      rm -rf /usr/local/lib/moeops-test
       systemctl daemon-reload; systemctl reset-failed nvidia-dcgm-exporter.service' >/dev/null 2>&1
   fi
   [ -z "$keepalive" ] || { kill "$keepalive"; wait "$keepalive"; } 2>/dev/null
@@ -108,10 +108,6 @@ ansible-playbook -i "$work/inventory" "$here/p2p_gate.yml" > "$work/gate.log" 2>
 podman exec "$node" mkdir -p /usr/local/lib/moeops-test
 podman cp "$here/dcgm_exporter_test_double.py" "$node:/usr/local/lib/moeops-test/dcgm_exporter_test_double.py"
 podman exec "$node" sh -c 'printf "#!/bin/sh\n# TEST DOUBLE of dcgm-exporter (tests/integration/64-monitoring-live.sh)\nexec /usr/bin/python3 /usr/local/lib/moeops-test/dcgm_exporter_test_double.py \"\$@\"\n" > /usr/bin/dcgm-exporter && chmod 0755 /usr/bin/dcgm-exporter'
-# TEST ADAPTATION, this node only: its systemd runs without CAP_SYS_ADMIN (playbooks/sim_node.yml), where a unit with
-# DynamicUser= fails at step NAMESPACE (systemd insists on a mount namespace for it, and skips the other sandboxing
-# here). So the exporter's unit runs as nobody on this node; a real host runs the role's unit as it is.
-podman exec "$node" sh -c 'mkdir -p /etc/systemd/system/nvidia-dcgm-exporter.service.d && printf "[Service]\nDynamicUser=false\nUser=nobody\nGroup=nogroup\n" > /etc/systemd/system/nvidia-dcgm-exporter.service.d/90-moeops-test-static-user.conf'
 
 # 2. The role, with the node's own Prometheus. The node has no CAP_NET_ADMIN (playbooks/sim_node.yml), so nft cannot
 # load the role's table there (monitoring_firewall false; 63-monitoring.sh checks the rendered table with nft -c):
