@@ -58,3 +58,35 @@ def test_no_yaml_file_repeats_a_key():
         except DuplicateKey as exc:
             found.append("%s: %s" % (path, exc))
     assert not found, "repeated keys (ansible-core warns and keeps the last): %s" % "; ".join(found)
+
+
+CONDITION_KEYS = ("that", "when", "failed_when", "changed_when", "until")
+
+
+def _bare_conditions(data, found, path):
+    """Conditions that YAML did not read as a string: an unquoted `: ` inside one makes it a mapping, which
+    ansible-core 2.19+ refuses at run time ("Conditional expressions must be strings")."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if key in CONDITION_KEYS:
+                for item in value if isinstance(value, list) else [value]:
+                    if not isinstance(item, (str, bool)):
+                        found.append("%s: %s: %r" % (path, key, item))
+            _bare_conditions(value, found, path)
+    elif isinstance(data, list):
+        for item in data:
+            _bare_conditions(item, found, path)
+
+
+def test_the_condition_check_sees_a_colon_in_an_unquoted_condition():
+    found = []
+    _bare_conditions(yaml.safe_load("- assert:\n    that:\n      - ('a: b') in x\n      - \"('a: b') in x\"\n"), found, "t")
+    assert len(found) == 1 and "('a" in found[0]
+
+
+def test_every_condition_is_a_string():
+    found = []
+    for path in _yaml_files():
+        for doc in yaml.load_all((ROOT / path).read_text(encoding="utf-8"), Loader=_Loader):  # noqa: S506
+            _bare_conditions(doc, found, path)
+    assert not found, "conditions YAML reads as something else than a string (quote them): %s" % "; ".join(found)
