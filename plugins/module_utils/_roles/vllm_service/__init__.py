@@ -34,8 +34,8 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
     """The role's plan: the profile loaded, the model's fit checked, the unit worked out. `ctx` holds the GPU facts
     (gpus), and optionally the profile already loaded (profile), the stored NCCL tuning result (tuning) and the lines
     naming results an upgrade made stale (tuning_stale), the staged weights (model_weights_path, model_weights_config),
-    the P2P gate's failure for the fallback (p2p_fallback) and the front's TLS files as read on the node
-    (front_tls_files)."""
+    the P2P gate's failure for the fallback (p2p_fallback), the front's TLS files as read on the node
+    (front_tls_files), and report (true for a read-only report: no GPU read is a warning unless required)."""
     profile = ctx.get("profile")
     if profile is None:
         try:
@@ -67,8 +67,13 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
         raise PlanError([str(exc)])
     tp = unit["tensor_parallel_size"] if tp_given is None else tp_given
     gmu = v["vllm_service_gpu_memory_utilization"] or profile["gpu_memory_utilization"]
+    # A read-only report (ctx report: the settings playbook) says that no GPU was read instead of refusing, unless the
+    # user said GPUs are required.
+    required = v["gpu_facts_required"]
+    if ctx.get("report") and required is None:
+        required = False
     found = fit.model_fit(profile, facts, tp, gmu, v["vllm_service_extra_args"], ctx.get("model_weights_config"),
-                          v["gpu_facts_required"], engine)
+                          required, engine)
     ccs = unit["model_settings"]["compute_capabilities"]
     recorded = engine_rules.recorded_problems(profile, ccs, v["vllm_service_extra_args"], engine,
                                               str(v["vllm_service_profile"]))

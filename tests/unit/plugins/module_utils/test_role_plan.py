@@ -79,6 +79,10 @@ def test_no_gpu_read_is_refused_unless_the_user_said_they_are_not_required():
     # The CPU build needs none.
     assert run("vllm_service", {"vllm_engine": "cpu", "vllm_service_tensor_parallel_size": 1},
                ctx={"gpus": none})["plan"]["install"] is True
+    # A read-only report (the settings playbook's desired entry point) says so instead, unless they are required.
+    report = run("vllm_service", ctx={"gpus": none, "report": True})
+    assert report["problems"] == [] and any("no NVIDIA GPU could be read" in w for w in report["warnings"])
+    assert run("vllm_service", {"gpu_facts_required": True}, ctx={"gpus": none, "report": True})["problems"]
 
 
 def test_a_secret_is_never_quoted():
