@@ -226,8 +226,14 @@ def wait_healthy(h, name, seconds=300):
 
 
 def journal_since(h, wall0):
+    """The unit's journal since `wall0`, each MESSAGE as text: journalctl's JSON gives a message that is not valid
+    UTF-8 (vLLM's progress bars, cut mid-character) as a list of byte values."""
     text = h.check_output("journalctl -u vllm --no-pager -o json --since @%d" % int(wall0))
-    return [json.loads(j) for j in text.splitlines() if j.strip()]
+    lines = [json.loads(j) for j in text.splitlines() if j.strip()]
+    for line in lines:
+        if isinstance(line.get("MESSAGE"), list):
+            line["MESSAGE"] = bytes(line["MESSAGE"]).decode("utf-8", "replace")
+    return lines
 
 
 def drain_report(what, record, wall0, restart_at):
@@ -345,6 +351,34 @@ def test_bad_change_rolls_back_first_node_and_stops_before_second_and_drains_thr
     assert refused and all(p.get("retry_after") == "30" for p in refused), record["polls"]
     assert refused[0]["t"] < max(s["last_token"] for s in record["streams"])
     assert first_ok_after, record["polls"]  # the rollback cleared the drain
+
+
+def test_a_failing_canary_rolls_back_like_a_failed_health_wait(tmp_path):
+    """A TEST CASE, not a fault of the engine: the tiny model's profile with a canary expectation it cannot meet
+    (everything else the same), deployed with a change that starts fine. vLLM starts and /health says 200, the canary
+    fails on the answer, and the first node is rolled back to its previous unit and serving again; serial 1 leaves
+    the second node untouched. The message shows the answer the model gave."""
+    import yaml  # the controller's PyYAML (ansible-core's own dependency)
+
+    with open(os.path.join(ROOT, "tests", "fixtures", "model", "tiny_deepseek_v3.yml")) as f:
+        profile = yaml.safe_load(f)
+    profile["canary"] = dict(profile["canary"], expect="^this is not what the model says$")
+    wrong = tmp_path / "tiny_deepseek_v3_wrong_canary.yml"
+    wrong.write_text(yaml.safe_dump(profile))
+    before = {n: state(node(n)) for n in NODES}
+    t0 = time.monotonic()
+    # A change of its own (the unit must change for a deploy to restart and be rolled back).
+    change = ("-e", json.dumps({"vllm_service_extra_args": ["--max-num-seqs", "48"]}))
+    rc, out = play("-e", "moeops_serial=1", "-e", "vllm_service_profile=%s" % wrong, *change)
+    print("MEASURED failing canary run: %.0f s, rc %d" % (time.monotonic() - t0, rc))
+    assert rc != 0
+    assert "Rolled back: the previous unit and environment file are restored" in out, out[-4000:]
+    assert "canary" in out and "380swerthe" in out, out[-4000:]  # the model's real answer, shown
+    first = node(FIRST)
+    after = state(first)
+    assert (after["unit"], after["env"]) == (before[FIRST]["unit"], before[FIRST]["env"])
+    assert health(first, FIRST) == "200"
+    assert state(node(SECOND)) == before[SECOND]
 
 
 def test_no_secret_in_any_captured_output(generated_key):
