@@ -62,7 +62,7 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
     try:
         unit = unit_plan(v, ctx)
     except ValueError as exc:
-        raise PlanError([str(exc)])
+        raise PlanError(getattr(exc, "problems", None) or [str(exc)])
     tp = unit["tensor_parallel_size"] if tp_given is None else tp_given
     gmu = v["vllm_service_gpu_memory_utilization"] or profile["gpu_memory_utilization"]
     found = fit.model_fit(profile, facts, tp, gmu, v["vllm_service_extra_args"], ctx.get("model_weights_config"),
