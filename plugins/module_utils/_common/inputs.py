@@ -76,6 +76,15 @@ def _shown(value: Any) -> str:
     return json.dumps(value) if isinstance(value, (bool, type(None))) else repr(value)
 
 
+def type_name(value: Any) -> str:
+    """The builtin type a value is, as a user wrote it: Ansible's tagged and lazy subclasses (_AnsibleTaggedInt,
+    _AnsibleLazyTemplateDict, ...) read as their base type, never as Ansible's internal class name."""
+    for kind in (bool, int, float, str, dict, list, tuple):
+        if isinstance(value, kind):
+            return kind.__name__
+    return type(value).__name__
+
+
 def type_problems(name: str, opt: Mapping[str, Any], raw: Any) -> Problems:
     """What the spec's own conversion would let through, or turn into something else: a boolean taken as
     1, `1e4` as a number, a string split into characters, a relative or `~` path made absolute."""
@@ -177,7 +186,7 @@ def env_mapping(name: str, value: Any, allow_null: bool) -> Problems:
         if not isinstance(val, str):
             problems.append("%s.%s must be a string (quote it in YAML: \"%s\")%s, got %s %r"
                             % (name, var, json.dumps(val).lower(), " or null to remove it" if allow_null else "",
-                               type(val).__name__, val))
+                               type_name(val), val))
     return problems
 
 

@@ -10,7 +10,9 @@ every role of a deploy. In order:
 2. the names: a removed name is refused naming its replacement, an unknown name with the role's prefix is warned
    about with a "did you mean";
 3. the role's own rules and plan, in its private module _roles/<role>.py: `input_problems(values)` and
-   `plan(values, context)`.
+   `plan(values, context)`; the plan runs only when every value passed, unless the module sets
+   PLAN_DESPITE_PROBLEMS (the preflight role: its plan names the roles to check, which a refused input of its own
+   must not leave unchecked).
 Every problem starts with the role's name; a no_log option's value never appears in a message.
 """
 
@@ -71,9 +73,12 @@ def plan_role(role: str, spec: Mapping[str, Any], values: Mapping[str, Any], set
     problems += inputs.shared_name_problems(checked)
     problems += module.input_problems(checked)
     result: Dict[str, Any] = {"plan": None, "outcome": "", "values": converted}
-    if not problems and plan:  # planning needs every value valid
+    # Planning needs every value valid; a role whose plan says what else to check (preflight: the roles to plan) plans
+    # anyway, over the checked values, so that one refused input of its own does not hide every other problem.
+    despite = bool(problems) and getattr(module, "PLAN_DESPITE_PROBLEMS", False)
+    if (not problems or despite) and plan:
         try:
-            planned = module.plan(converted, dict(context))
+            planned = module.plan(checked if despite else converted, dict(context))
         except PlanError as exc:
             problems += exc.problems
         else:

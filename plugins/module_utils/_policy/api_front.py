@@ -98,6 +98,15 @@ def _route_path_problem(path: str, unsafe: bool, unsafe_var: str, routes_var: st
     return ""
 
 
+
+class FrontError(ValueError):
+    """The front's inputs refused: one message a problem (`problems`), so that a report counts and numbers each."""
+
+    def __init__(self, problems: Sequence[str]):
+        super(FrontError, self).__init__("; ".join(problems))
+        self.problems = list(problems)
+
+
 def routes(var: str, given: Sequence[Any], unsafe_var: str = "", unsafe_given: Sequence[Any] = ()) -> List[Dict[str, Any]]:
     """The allowlist: /health, then `given` (routes under vLLM's guarded prefixes), then `unsafe_given` (routes
     outside them, named in `unsafe_var`); one entry a path, with its methods, in that order. Each entry says
@@ -125,7 +134,7 @@ def routes(var: str, given: Sequence[Any], unsafe_var: str = "", unsafe_given: S
             if method not in entry["methods"]:
                 entry["methods"].append(method)
     if problems:
-        raise ValueError("; ".join(problems))
+        raise FrontError(problems)
     return list(by_path.values())
 
 
@@ -181,7 +190,7 @@ def input_problems(port: int, backend_port: int, given_routes: Any, metrics_cidr
     try:
         routes(var_prefix + "front_routes", given_routes, var_prefix + "front_unsafe_routes", unsafe_routes)
     except ValueError as exc:
-        problems.append(str(exc))
+        problems.extend(getattr(exc, "problems", None) or [str(exc)])
     try:
         cidrs(var_prefix + "front_metrics_cidrs", metrics_cidrs)
     except ValueError as exc:
@@ -244,7 +253,7 @@ def front(name: str, host: str, port: int, backend_port: int, given_routes: Sequ
     if tls:
         problems += tls_file_problems(tls_cert, tls_key, tls_files, var_prefix)
     if problems:
-        raise ValueError("; ".join(problems))
+        raise FrontError(problems)
     scheme = "https" if tls else "http"
     address = "127.0.0.1" if host in WILDCARD_HOSTS else host
     runtime_dir = "/run/%s" % unit

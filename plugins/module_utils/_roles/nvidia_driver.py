@@ -254,7 +254,10 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
             result["source"] == "ubuntu_archive" and facts.get("distribution") != "Ubuntu"):
         problems.append("nvidia_driver supports Debian 12/13 and Ubuntu 22.04/24.04 (this is %s %s); nvidia_driver_source "
                         "ubuntu_archive needs Ubuntu" % (facts.get("distribution"), facts.get("distribution_version")))
-    if result["blackwell"] and branch < 570:
+    driver = check_driver(gpus, branch, bool(v["nvidia_driver_install_packages"])) if int(gpus.get("count") or 0) else []
+    # One message for one mistake: check_driver names the branch against the newest compute capability read (Blackwell
+    # among them); this one is for Blackwell GPUs that it cannot place.
+    if result["blackwell"] and branch < 570 and not any(p.startswith("nvidia_driver_branch ") for p in driver):
         problems.append("nvidia_driver_branch %d cannot drive the Blackwell GPUs on this host (compute capability %s): "
                         "Blackwell needs the open kernel modules of branch 570 or newer. Set nvidia_driver_branch to "
                         "570 or later (580 is the default)" % (branch, ", ".join(result["compute_capabilities"])))
@@ -262,8 +265,7 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
         problems.append("nvidia_driver_source debian_archive cannot carry branch %d: Debian's archive stops at %d on %s "
                         "(550 at most on any release). Use nvidia_driver_source cuda_repo (NVIDIA's CUDA repository) or "
                         "a mirror of it" % (branch, result["archive_ceiling"], facts.get("distribution_release")))
-    if int(gpus.get("count") or 0):
-        problems += check_driver(gpus, branch, bool(v["nvidia_driver_install_packages"]))
+    problems += driver
     return {"plan": result, "problems": problems,
             "outcome": "nvidia_driver: branch %d from %s (%s)%s" % (
                 branch, result["source"], ", ".join(result["packages"]),

@@ -18,6 +18,9 @@ from ansible_collections.moeops.inference.plugins.module_utils._common import sp
 
 Result = Dict[str, List[str]]
 KNOWN_OTHER = ("preflight_report",)
+# The roles to plan are worked out even when one of preflight's own inputs is refused (vllm_hf_home '~/hf'): every
+# role's problems are still reported with it, not after it is fixed.
+PLAN_DESPITE_PROBLEMS = True
 SUPPORTED_DISTROS: Dict[str, Tuple[str, ...]] = {"Ubuntu": ("22.04", "24.04"), "Debian": ("12", "13")}
 GB = 10 ** 9
 # Free space asked for beyond the bytes still to download: partial files and temporary copies.
@@ -37,7 +40,10 @@ def input_problems(v: Mapping[str, Any]) -> List[str]:
 
 
 def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
-    return {"plan": {"roles": [specs.short_name(r) for r in v["preflight_roles"]]}, "outcome": ""}
+    """The roles to plan: those of preflight_roles that exist (input_problems names any other)."""
+    known = specs.spec_roles()
+    roles = [specs.short_name(r) for r in v.get("preflight_roles") or [] if isinstance(r, str)]
+    return {"plan": {"roles": [r for r in roles if r in known]}, "outcome": ""}
 
 
 def weights_place(w: Mapping[str, Any]) -> str:

@@ -130,10 +130,10 @@ def test_no_check_asserts_what_the_plan_decides(role):
     assert asserts == ALLOWED_CHECK_ASSERTS.get(role, []), role
 
 
-# ray_cluster's: the NCCL interface (this node's interfaces), and the cluster's addresses as this node resolves them,
-# which needs every member's plan (their addresses) first.
-ALLOWED_CHECK_ASSERTS = {"ray_cluster": ["Check | Refuse an NCCL interface that cannot be told",
-                                         "Check | Refuse a cluster address without an IPv4 address here"]}
+# ray_cluster's: the cluster's addresses as this node resolves them, which needs every member's plan (their addresses)
+# first, and comes before the NCCL interface (this node's interfaces), which an unresolvable address would fail too.
+ALLOWED_CHECK_ASSERTS = {"ray_cluster": ["Check | Refuse a cluster address without an IPv4 address here",
+                                         "Check | Refuse an NCCL interface that cannot be told"]}
 
 
 # The preflight role sends role variables to its module, whose arguments show at -vvv; a secret must be no_log.

@@ -64,7 +64,7 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
     try:
         unit = unit_plan(v, ctx)
     except ValueError as exc:
-        raise PlanError([str(exc)])
+        raise PlanError(getattr(exc, "problems", None) or [str(exc)])
     tp = unit["tensor_parallel_size"] if tp_given is None else tp_given
     gmu = v["vllm_service_gpu_memory_utilization"] or profile["gpu_memory_utilization"]
     # A read-only report (ctx report: the settings playbook) says that no GPU was read instead of refusing, unless the

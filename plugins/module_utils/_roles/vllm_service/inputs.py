@@ -57,7 +57,7 @@ def extra_args_problems(name: str, value: Any) -> List[str]:
     problems: List[str] = []
     for index, arg in enumerate(value):
         if not isinstance(arg, str):
-            problems.append("%s[%d] must be a string, got %s %r" % (name, index, type(arg).__name__, arg))
+            problems.append("%s[%d] must be a string, got %s %r" % (name, index, inputs.type_name(arg), arg))
             continue
         flag = arg.split("=", 1)[0]
         if flag in DEDICATED_ARGS:

@@ -209,7 +209,10 @@ def test_the_roles_rules_refuse_an_old_branch_for_blackwell_and_debians_archive_
     values = dict(role_defaults("nvidia_driver"), nvidia_driver_branch=550)
     result = plan_role("nvidia_driver", role_spec("nvidia_driver"), values, sorted(values), spec_roles(),
                        {"facts": DEBIAN_BOOKWORM, "gpus": BLACKWELL})
-    assert any("branch 550 cannot drive the Blackwell GPUs" in p for p in result["problems"]), result["problems"]
+    told = [p for p in result["problems"] if p.startswith("nvidia_driver: nvidia_driver_branch 550 cannot drive")]
+    assert told == ["nvidia_driver: nvidia_driver_branch 550 cannot drive compute capability 12.0 (Blackwell (CUDA 12.8) "
+                    "needs branch 570 or newer, open kernel modules). Set nvidia_driver_branch to 570 or later (580 is "
+                    "the default)."], result["problems"]
     values = dict(role_defaults("nvidia_driver"), nvidia_driver_source="debian_archive")
     result = plan_role("nvidia_driver", role_spec("nvidia_driver"), values, sorted(values), spec_roles(),
                        {"facts": DEBIAN_BOOKWORM, "gpus": BLACKWELL})

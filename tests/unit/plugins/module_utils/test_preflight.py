@@ -142,10 +142,8 @@ def test_tensor_parallel_sizes_of_the_profile():
 
 
 def test_driver_branch_against_compute_capability():
+    # One mistake, one message (the Blackwell rule and the compute capability rule once both told it).
     assert run("nvidia_driver", nvidia_driver_branch=560)["problems"] == [
-        "nvidia_driver_branch 560 cannot drive the Blackwell GPUs on this host (compute capability 12.0): Blackwell "
-        "needs the open kernel modules of branch 570 or newer. Set nvidia_driver_branch to 570 or later (580 is the "
-        "default)",
         "nvidia_driver_branch 560 cannot drive compute capability 12.0 (Blackwell (CUDA 12.8) needs branch 570 or "
         "newer, open kernel modules). Set nvidia_driver_branch to 570 or later (580 is the default)."]
     old = copy.deepcopy(facts("rtxpro6000-x8-2numa"))
@@ -253,3 +251,45 @@ def test_every_problem_of_a_role_is_reported_at_once():
                    vllm_service_extra_args=["--host", "0.0.0.0"])["problems"]
     assert any("vllm_service_port must be a TCP port" in p for p in problems)
     assert any("vllm_service_extra_args[0] --host: set vllm_service_host instead" in p for p in problems)
+
+
+# --- what tests/integration/60-bad-inputs.sh found after issue 26 (one plan per role) -------------------------------
+
+class _AnsibleTaggedInt(int):
+    """Stands for ansible-core 2.19's tagged int: what a role sees for `NCCL_PROTO: 1` from an inventory."""
+
+
+def test_a_number_in_an_env_mapping_is_named_by_its_yaml_type_not_ansibles_class():
+    assert inputs.env_mapping("vllm_service_environment", {"CUDA_DEVICE_MAX_CONNECTIONS": _AnsibleTaggedInt(1)},
+                              allow_null=False) == [
+        'vllm_service_environment.CUDA_DEVICE_MAX_CONNECTIONS must be a string (quote it in YAML: "1"), got int 1']
+    assert [inputs.type_name(x) for x in (True, _AnsibleTaggedInt(1), 1.5, "x", {}, [])] == [
+        "bool", "int", "float", "str", "dict", "list"]
+
+
+def test_the_front_tls_files_are_two_problems_each_named_by_the_role():
+    files = {"/etc/moeops-no-such.crt": {"exists": False},
+             "/etc/hostname": {"exists": True, "isreg": True, "uid": 0, "pw_name": "root", "mode": "0644"}}
+    values = dict(role_defaults("vllm_service"), vllm_service_env_file="/etc/vllm/vllm.env",
+                  vllm_service_api_key_file="/etc/vllm/vllm.api-key", vllm_service_host="0.0.0.0",
+                  vllm_service_front_tls_cert="/etc/moeops-no-such.crt", vllm_service_front_tls_key="/etc/hostname")
+    ctx = {"gpus": facts("rtxpro6000-x8-2numa"), "facts": DEBIAN, "front_tls_files": files}
+    assert plan_role("vllm_service", spec("vllm_service"), values, sorted(values), spec_roles(), ctx)["problems"] == [
+        "vllm_service: vllm_service_front_tls_cert /etc/moeops-no-such.crt does not exist on the node",
+        "vllm_service: vllm_service_front_tls_key /etc/hostname must be owned by root with no group or other access "
+        "(chown root; chmod 0600): it is owned by root with mode 0644"]
+
+
+def test_a_refused_input_of_preflights_own_leaves_every_role_planned():
+    values = dict(role_defaults("preflight"), vllm_hf_home="~/hf", preflight_roles=["vllm", "no_such_role", "vllm_service"])
+    result = plan_role("preflight", spec("preflight"), values, sorted(values), spec_roles(), {})
+    assert result["problems"] == [
+        "preflight: vllm_hf_home must be an absolute path, got '~/hf'",
+        "preflight: preflight_roles: 'no_such_role' is no role of moeops.inference with an argument spec (roles: %s)"
+        % ", ".join(spec_roles())]
+    assert result["plan"] == {"roles": ["vllm", "vllm_service"]}
+    # A refused preflight_roles itself: the spec's default roles are planned, the value named once.
+    values = dict(role_defaults("preflight"), preflight_roles=["vllm", "x\nExecStartPre=/bin/id"])
+    result = plan_role("preflight", spec("preflight"), values, sorted(values), spec_roles(), {})
+    assert [p.split(" contains ")[0] for p in result["problems"]] == ["preflight: preflight_roles[1]"]
+    assert result["plan"]["roles"] == [r for r in spec("preflight")["preflight_roles"]["default"]]
