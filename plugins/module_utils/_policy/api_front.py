@@ -98,7 +98,6 @@ def _route_path_problem(path: str, unsafe: bool, unsafe_var: str, routes_var: st
     return ""
 
 
-
 class FrontError(ValueError):
     """The front's inputs refused: one message a problem (`problems`), so that a report counts and numbers each."""
 
