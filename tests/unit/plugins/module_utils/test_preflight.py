@@ -292,4 +292,4 @@ def test_a_refused_input_of_preflights_own_leaves_every_role_planned():
     values = dict(role_defaults("preflight"), preflight_roles=["vllm", "x\nExecStartPre=/bin/id"])
     result = plan_role("preflight", spec("preflight"), values, sorted(values), spec_roles(), {})
     assert [p.split(" contains ")[0] for p in result["problems"]] == ["preflight: preflight_roles[1]"]
-    assert result["plan"]["roles"] == [r for r in spec("preflight")["preflight_roles"]["default"]]
+    assert result["plan"]["roles"] == list(spec("preflight")["preflight_roles"]["default"])
