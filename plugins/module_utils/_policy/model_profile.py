@@ -489,7 +489,7 @@ def constraint_conflicts(profile: Mapping[str, Any], ccs: Sequence[str], extra_a
     return problems
 
 
-def _last_option_value(args: Sequence[str], option: str) -> Optional[str]:
+def last_option_value(args: Sequence[str], option: str) -> Optional[str]:
     """The value of the last `option` in `args` (vLLM's argparse keeps the last one), or None."""
     found = None
     for i, arg in enumerate(args):
@@ -510,14 +510,14 @@ def kv_cache_dtype_in_effect(profile: Mapping[str, Any], ccs: Sequence[str],
     for n, c in constraints:
         if set(c.get("compute_capabilities") or []) & set(ccs) and c.get("kv_cache_dtype"):
             dtype, key = c["kv_cache_dtype"], "compute_capability_constraints[%d].kv_cache_dtype" % n
-    given = _last_option_value(profile.get("extra_args") or [], "--kv-cache-dtype")
+    given = last_option_value(profile.get("extra_args") or [], "--kv-cache-dtype")
     if given is not None:
         dtype, key = given, "extra_args"
     for n, c in constraints:
-        given = _last_option_value(c.get("extra_args") or [], "--kv-cache-dtype")
+        given = last_option_value(c.get("extra_args") or [], "--kv-cache-dtype")
         if set(c.get("compute_capabilities") or []) & set(ccs) and given is not None:
             dtype, key = given, "compute_capability_constraints[%d].extra_args" % n
-    given = _last_option_value(extra_args, "--kv-cache-dtype")
+    given = last_option_value(extra_args, "--kv-cache-dtype")
     if given is not None:
         dtype, key = given, "vllm_service_extra_args"
     return dtype, key

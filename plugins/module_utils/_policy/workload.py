@@ -28,6 +28,8 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
+from ansible_collections.moeops.inference.plugins.module_utils._policy import model_profile
+
 WORKLOADS = ("latency", "balanced", "throughput")
 DEFAULT_WORKLOAD = "balanced"
 # vllm_service_workload -> vLLM's --performance-mode; balanced is vLLM's default and passes no flag.
@@ -53,24 +55,13 @@ def check(workload: Any) -> str:
     return str(workload)
 
 
-def _last_value(args: Sequence[str], flag: str) -> Optional[str]:
-    """The value argparse would keep for `flag` in `args` (--flag value or --flag=value; the last wins)."""
-    found = None
-    for i, arg in enumerate(args):
-        if arg == flag and i + 1 < len(args):
-            found = args[i + 1]
-        elif arg.startswith(flag + "="):
-            found = arg.split("=", 1)[1]
-    return found
-
-
 def vllm_max_num_seqs(facts: Mapping[str, Any], engine: str, world_size: int, performance_mode: Optional[str],
                       args: Sequence[str] = ()) -> Dict[str, Any]:
     """The running-sequence limit vLLM 0.33.0 will use for `vllm serve` (usage context OPENAI_API_SERVER): {value,
     reason}. From EngineArgs.get_batch_defaults: GPUs of 160 GiB and more, and of 70 GiB and more that are not
     A100 or compute capability 12.1 (GB10): 1024; other GPUs: 256; the CPU build: 128 x world size. Doubled by
     --performance-mode throughput. A --max-num-seqs in the arguments wins (and is not doubled)."""
-    given = _last_value(args, "--max-num-seqs")
+    given = model_profile.last_option_value(args, "--max-num-seqs")
     if given is not None and re.match(r"^[0-9]+$", given):
         return {"value": int(given), "reason": "--max-num-seqs %s in the arguments" % given}
     if engine == "cpu":
