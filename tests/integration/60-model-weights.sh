@@ -28,7 +28,7 @@ mkdir -p "$work/mirror" "$work/hf_home" "$work/state"
 cp -r "$work/model" "$work/mirror/tiny-moe"
 python3 - "$work/mirror/tiny-moe" <<'PY'
 import os, sys
-sys.path.insert(0, "plugins/module_utils")
+sys.path.insert(0, "plugins/module_utils/_weights")
 import model_weights as mw
 root = sys.argv[1]
 text = mw.build_mirror_manifest(mw.directory_sizes(root))
