@@ -21,6 +21,17 @@ except ImportError:  # pragma: no cover - the collection needs 2.19 (meta/runtim
         return value
 
 
+def _trusted(value):
+    """A role default as Ansible itself trusts it: every string in it may be a template."""
+    if isinstance(value, str):
+        return trust_as_template(value)
+    if isinstance(value, dict):
+        return dict((key, _trusted(item)) for key, item in value.items())
+    if isinstance(value, list):
+        return [_trusted(item) for item in value]
+    return value
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _VALID_ARGS = frozenset(("role", "entry_point", "context", "fail_on_problems", "plan"))
@@ -85,14 +96,16 @@ class ActionModule(ActionBase):
             else:
                 missing.append(name)
         if missing:
+            # The role's defaults are trusted templates, also where one default names another
+            # (ray_cluster_head_address uses ray_cluster_head_host, itself a template).
             env = dict(task_vars)
-            env.update((k, v) for k, v in defaults.items() if k not in task_vars)
+            env.update((k, _trusted(v)) for k, v in defaults.items() if k not in task_vars)
             templar = self._templar.copy_with_new_env(available_variables=env)
             for name in missing:
                 if name in defaults:
                     raw = defaults[name]
                     try:
-                        values[name] = templar.template(trust_as_template(raw) if isinstance(raw, str) else raw)
+                        values[name] = templar.template(_trusted(raw))
                     except AnsibleError:
                         continue  # built from facts not gathered yet (ray_cluster_node_address): the role's later steps
                 elif isinstance(spec[name], dict) and "default" in spec[name]:

@@ -107,6 +107,15 @@ ansible localhost -c local -e ansible_python_interpreter="$py" -m moeops.inferen
   -a "role=moeops.inference.vllm_service plan=false" -e vllm_service_port=8001 > "$work/inputs-ok.txt"
 grep -q '"vllm_service_port"' "$work/inputs-ok.txt"
 echo "ad-hoc role_plan: three bad inputs named (a template, a boolean, a secret not shown); good ones pass"
+# A default built from another default (ray_cluster_head_address from ray_cluster_head_host, from the group's first
+# host) is templated through, as the role's own tasks see it (CI of stop 34 failed on this in 55-ray-cluster).
+printf '[ray_cluster]\nnode-a ansible_connection=local\n' > "$work/ray.ini"
+ansible node-a -i "$work/ray.ini" -e ansible_python_interpreter="$py" -e ray_cluster_node_address=192.0.2.2 \
+  -m moeops.inference.role_plan -a "role=moeops.inference.ray_cluster plan=false" > "$work/ray-inputs.txt" 2>&1 \
+  || { echo "role_plan refused ray_cluster's own defaults:"; cat "$work/ray-inputs.txt"; exit 1; }
+grep -q '"ray_cluster_head_address": "node-a"' "$work/ray-inputs.txt" \
+  || { echo "ray_cluster_head_address is not the group's first host:"; cat "$work/ray-inputs.txt"; exit 1; }
+echo "ad-hoc role_plan: a default made of another default (Ray's head address) is templated through"
 
 # 6. The installed collection's README. Its first lines are the source checkout's two commands (main job, tests),
 #    said to need the checkout; the installed collection's commands use only what was installed: the sh block that
