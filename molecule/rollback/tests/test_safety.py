@@ -36,6 +36,10 @@ GIVEN_KEY = "sk-SAFETYgivenKey-9876543210-SECRET"
 # The drain tests' streams: two, of this many tokens each (about 10 s on the CPU build; the model takes 2048).
 STREAM_TOKENS = 1900
 # A good change (the restart drains) that the bad change keeps, so that its rollback returns to it.
+# The streams start when the play reaches the front's last step before the restart: a few tasks before the front
+# refuses new requests, so they are in flight when vLLM gets SIGTERM. An earlier task (the unit's environment file)
+# left 22 s of tasks on a loaded machine, and the 1900-token streams had ended before the restart began.
+STREAMS_AT = "TASK [moeops.inference.vllm_service : Front | Report the front unit's systemd-analyze security exposure]"
 GOOD_CHANGE = ("-e", json.dumps({"vllm_service_extra_args": ["--max-num-seqs", "64"]}))
 # systemd-analyze security's overall exposure (0-10) above which the hardening has regressed.
 # The default directives measure 1.9 on Debian 12 (main's unit before hardening: 9.2). What is left
@@ -292,12 +296,12 @@ def test_a_good_change_restarts_with_the_streams_in_flight_finished(generated_ke
     url = "https://%s:8000" % node_address(first)
     clients = []
     t0, wall0 = time.monotonic(), time.time()
-    rc, out = play("--limit", _inv(FIRST), *GOOD_CHANGE, trigger="TASK [moeops.inference.vllm_service : Install the environment file",
+    rc, out = play("--limit", _inv(FIRST), *GOOD_CHANGE, trigger=STREAMS_AT,
                    on_trigger=lambda: clients.append(drain_client(node(SECOND), url, generated_key, CA, 150)))
     print("MEASURED good change run: %.0f s, rc %d" % (time.monotonic() - t0, rc))
     assert rc == 0, out[-4000:]
     assert "--max-num-seqs 64" in first.check_output("tr '\\0' ' ' < /proc/%d/cmdline" % main_pid(first))
-    assert clients, "the run never reached the unit's environment file: " + out[-2000:]
+    assert clients, "the run never reached %s: %s" % (STREAMS_AT, out[-2000:])
     record = json.loads(clients[0].communicate(timeout=300)[0])
     restart_at = sigterm_time(journal_since(first, wall0))
     refused, first_ok_after = drain_report("good change", record, wall0, restart_at)
@@ -322,7 +326,7 @@ def test_bad_change_rolls_back_first_node_and_stops_before_second_and_drains_thr
     # A max_model_len beyond the model's positions (2048): vLLM refuses to start.
     t0, wall0 = time.monotonic(), time.time()
     rc, out = play("-e", "moeops_serial=1", "-e", "vllm_service_max_model_len=1048576", *GOOD_CHANGE,
-                   trigger="TASK [moeops.inference.vllm_service : Install the environment file",
+                   trigger=STREAMS_AT,
                    on_trigger=lambda: clients.append(drain_client(second, url, generated_key, CA, 200)))
     print("MEASURED rollback run: %.0f s, rc %d" % (time.monotonic() - t0, rc))
     assert rc != 0
@@ -340,7 +344,7 @@ def test_bad_change_rolls_back_first_node_and_stops_before_second_and_drains_thr
     assert "TASK [moeops.inference.gpu_facts : Read the GPUs]" in out and not re.search(r"^ok: \[%s\]" % re.escape(_inv(SECOND)), out, re.M)
 
     # The drain, through the front.
-    assert clients, "the run never reached the unit's environment file: " + out[-2000:]
+    assert clients, "the run never reached %s: %s" % (STREAMS_AT, out[-2000:])
     record = json.loads(clients[0].communicate(timeout=300)[0])
     restart_at = sigterm_time(journal_since(first, wall0))
     refused, first_ok_after = drain_report("bad change, rolled back", record, wall0, restart_at)
