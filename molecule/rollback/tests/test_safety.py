@@ -35,11 +35,11 @@ HF_TOKEN = "hf_SAFETYtoken0123456789abcdefSECRET"
 GIVEN_KEY = "sk-SAFETYgivenKey-9876543210-SECRET"
 # The drain tests' streams: two, of this many tokens each (about 10 s on the CPU build; the model takes 2048).
 STREAM_TOKENS = 1900
-# A good change (the restart drains) that the bad change keeps, so that its rollback returns to it.
 # The streams start when the play enables the unit, its last task before the front refuses new requests (one include
 # and a flag file later) and vLLM gets SIGTERM: so they are in flight then. An earlier trigger left 11 to 22 s of
 # tasks on a loaded machine, and the 1900-token streams (8 to 14 s) had ended before the restart began.
 STREAMS_AT = "TASK [moeops.inference.vllm_service : Enable the unit]"
+# A good change (the restart drains) that the bad change keeps, so that its rollback returns to it.
 GOOD_CHANGE = ("-e", json.dumps({"vllm_service_extra_args": ["--max-num-seqs", "64"]}))
 # systemd-analyze security's overall exposure (0-10) above which the hardening has regressed.
 # The default directives measure 1.9 on Debian 12 (main's unit before hardening: 9.2). What is left
