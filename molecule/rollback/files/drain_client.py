@@ -4,12 +4,14 @@ requests every 0.5 s; prints a JSON record with wall-clock times (time.time(): t
 clock, so they compare with the journal's).
 
 argv: URL (the front, or vLLM itself), API key ("" for none), CA file ("" for none), max_tokens, streams, seconds to
-keep polling (0: no polling, wait for the streams only).
+keep polling (0: no polling, wait for the streams only), and optionally "direct": the URL is vLLM itself, which
+refuses new requests only by closing its port at SIGTERM (no answer), where the front answers 503.
 Each stream asks for exactly max_tokens tokens (ignore_eos) at temperature 0 and counts the tokens it gets; an
 error event inside the stream (vLLM's in-stream 500 when its engine dies) is recorded as the stream's error.
 While polling, each of the N streams is relayed: when one ends whole and no poll has seen 503 yet, the next one starts
 at once, so that streams are in flight whenever the restart comes, however long the play takes to get there. A stream
-that the front refuses (503: it began after the drain) ends the relay; it is recorded with its status.
+that the front refuses (503: it began after the drain) ends the relay; it is recorded with its status. Straight to
+vLLM ("direct"), the relay runs until vLLM's port closes at SIGTERM, so one stream of each relay spans the SIGTERM.
 """
 import json
 import ssl
@@ -23,6 +25,7 @@ import urllib.request
 def main():
     url, key, cafile = sys.argv[1], sys.argv[2], sys.argv[3]
     max_tokens, count, limit = int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
+    direct = sys.argv[7:] == ["direct"]
     context = ssl.create_default_context(cafile=cafile) if cafile else None
     headers = {"Content-Type": "application/json"}
     if key:
@@ -72,7 +75,7 @@ def main():
     for worker in workers:
         worker.start()
     time.sleep(1)
-    seen_503 = False
+    seen_refusal = False
     while limit and time.time() - record["stream_start"] < limit:
         request = urllib.request.Request(url + "/v1/models", headers=headers)
         t = time.time()
@@ -82,12 +85,14 @@ def main():
         except urllib.error.HTTPError as err:
             poll = {"t": t, "status": err.code, "retry_after": err.headers.get("Retry-After")}
         except Exception as err:  # pylint: disable=broad-except  # recorded as no answer
-            poll = {"t": t, "status": None, "error": repr(err)}
+            # vLLM's port closed (SIGTERM): refused at once; a timeout under load is not a refusal.
+            poll = {"t": t, "status": None, "error": repr(err),
+                    "refused": isinstance(getattr(err, "reason", err), ConnectionRefusedError)}
         record["polls"].append(poll)
-        seen_503 = seen_503 or poll["status"] == 503
-        if seen_503:
+        seen_refusal = seen_refusal or poll["status"] == 503 or (direct and poll.get("refused", False))
+        if seen_refusal:
             refusing.set()
-        if seen_503 and poll["status"] == 200 and not any(w.is_alive() for w in workers):
+        if seen_refusal and poll["status"] == 200 and not any(w.is_alive() for w in workers):
             break
         time.sleep(0.5)
     for worker in workers:

@@ -213,11 +213,18 @@ def node_address(h):
                           "s.connect(('10.255.255.255', 1)); print(s.getsockname()[0])\"")
 
 
-def drain_client(h, url, key, cafile, poll_seconds):
+def drain_client(h, url, key, cafile, poll_seconds, *mode):
     """files/drain_client.py on node h, in the background: two streams of STREAM_TOKENS, polls while asked."""
     return subprocess.Popen(["podman", "exec", h.backend.name, "python3", "/usr/local/lib/moeops-test/drain_client.py",
-                             url, key, cafile, str(STREAM_TOKENS), "2", str(poll_seconds)],
+                             url, key, cafile, str(STREAM_TOKENS), "2", str(poll_seconds), *mode],
                             stdout=subprocess.PIPE, text=True)
+
+
+def direct_drain_client(key, poll_seconds):
+    """drain_client.py on the first node straight to vLLM (127.0.0.1:8001, behind the front), relaying its streams
+    until vLLM's port closes at the SIGTERM: the front stops letting streams through at the drain flag, several
+    seconds of the play's tasks earlier, so only these show a stream that spans the SIGTERM."""
+    return drain_client(node(FIRST), "http://127.0.0.1:8001", key, "", poll_seconds, "direct")
 
 
 def wait_healthy(h, name, seconds=300):
@@ -267,12 +274,30 @@ def drained_streams(record, restart_at):
         assert stream["error"] is None and stream["tokens"] == STREAM_TOKENS and stream["done"], record["streams"]
     assert all(s["status"] == 503 and not s["tokens"] for s in record["streams"] if s["status"] != 200), record["streams"]
     in_flight = [s for s in old if s["start"] < restart_at < s["last_token"]]
-    # Reported, not asserted: whether a stream spans the SIGTERM is a race between the play's tasks after the drain
-    # flag (7 to 11 s measured) and a stream's length (8 to 14 s); the front's refusals end the relay at the flag.
-    # Fixing that needs streams straight to vLLM (which takes new requests until SIGTERM) beside these.
-    print("DRAIN %d of %d streams the front let through were in flight when the restart began%s"
-          % (len(in_flight), len(old), "" if in_flight else ": NOT SHOWN this run (every one ended before the SIGTERM)"))
+    # Printed only: the front's refusals end its relay at the drain flag, 7 to 11 s of the play's tasks before the
+    # SIGTERM, about a stream's length (8 to 14 s). spanned_sigterm() asserts it on the streams straight to vLLM.
+    print("DRAIN %d of %d streams the front let through were in flight when the restart began"
+          % (len(in_flight), len(old)))
     return old
+
+
+def spanned_sigterm(record, restart_at):
+    """The streams straight to vLLM (direct_drain_client): each one vLLM accepted got every token with no error, and
+    at least one was streaming when systemd sent SIGTERM, so it was drained (KillMode=mixed, --shutdown-timeout).
+    Those that vLLM did not accept began at or after the SIGTERM and got no token."""
+    whole = [s for s in record["streams"] if s["status"] == 200]
+    for stream in whole:
+        assert stream["error"] is None and stream["tokens"] == STREAM_TOKENS and stream["done"], record["streams"]
+    for stream in record["streams"]:
+        if stream["status"] != 200:
+            assert not stream["tokens"] and stream["start"] > restart_at - 1, (restart_at, record["streams"])
+    spanning = [s for s in whole if s["start"] < restart_at < s["last_token"]]
+    print("DRAIN straight to vLLM: %d streams of %d tokens, %d of them streaming at the SIGTERM (last token %.1f s "
+          "after it), %d refused after it" % (
+              len(whole), STREAM_TOKENS, len(spanning),
+              max((s["last_token"] for s in spanning), default=restart_at) - restart_at,
+              len(record["streams"]) - len(whole)))
+    assert spanning, (restart_at, record["streams"])
 
 
 def sigterm_time(lines):
@@ -315,15 +340,17 @@ def test_a_good_change_restarts_with_the_streams_in_flight_finished(generated_ke
     clients = []
     t0, wall0 = time.monotonic(), time.time()
     rc, out = play("--limit", _inv(FIRST), *GOOD_CHANGE, trigger=STREAMS_AT,
-                   on_trigger=lambda: clients.append(drain_client(node(SECOND), url, generated_key, CA, 150)))
+                   on_trigger=lambda: clients.extend((drain_client(node(SECOND), url, generated_key, CA, 150),
+                                                      direct_drain_client(generated_key, 150))))
     print("MEASURED good change run: %.0f s, rc %d" % (time.monotonic() - t0, rc))
     assert rc == 0, out[-4000:]
     assert "--max-num-seqs 64" in first.check_output("tr '\\0' ' ' < /proc/%d/cmdline" % main_pid(first))
     assert clients, "the run never reached %s: %s" % (STREAMS_AT, out[-2000:])
-    record = json.loads(clients[0].communicate(timeout=300)[0])
+    record, direct = (json.loads(c.communicate(timeout=300)[0]) for c in clients)
     restart_at = sigterm_time(journal_since(first, wall0))
     refused, first_ok_after = drain_report("good change", record, wall0, restart_at)
     old = drained_streams(record, restart_at)
+    spanned_sigterm(direct, restart_at)
     assert refused and all(p.get("retry_after") == "30" for p in refused), record["polls"]
     assert refused[0]["t"] < max(s["last_token"] for s in old)  # refused while the old ones streamed
     assert first_ok_after, record["polls"]
@@ -342,7 +369,8 @@ def test_bad_change_rolls_back_first_node_and_stops_before_second_and_drains_thr
     t0, wall0 = time.monotonic(), time.time()
     rc, out = play("-e", "moeops_serial=1", "-e", "vllm_service_max_model_len=1048576", *GOOD_CHANGE,
                    trigger=STREAMS_AT,
-                   on_trigger=lambda: clients.append(drain_client(second, url, generated_key, CA, 200)))
+                   on_trigger=lambda: clients.extend((drain_client(second, url, generated_key, CA, 200),
+                                                      direct_drain_client(generated_key, 200))))
     print("MEASURED rollback run: %.0f s, rc %d" % (time.monotonic() - t0, rc))
     assert rc != 0
     assert "Rolled back: the previous unit and environment file are restored" in out, out[-4000:]
@@ -360,10 +388,11 @@ def test_bad_change_rolls_back_first_node_and_stops_before_second_and_drains_thr
 
     # The drain, through the front.
     assert clients, "the run never reached %s: %s" % (STREAMS_AT, out[-2000:])
-    record = json.loads(clients[0].communicate(timeout=300)[0])
+    record, direct = (json.loads(c.communicate(timeout=300)[0]) for c in clients)
     restart_at = sigterm_time(journal_since(first, wall0))
     refused, first_ok_after = drain_report("bad change, rolled back", record, wall0, restart_at)
     old = drained_streams(record, restart_at)
+    spanned_sigterm(direct, restart_at)
     assert refused and all(p.get("retry_after") == "30" for p in refused), record["polls"]
     assert refused[0]["t"] < max(s["last_token"] for s in old)
     assert first_ok_after, record["polls"]  # the rollback cleared the drain

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The monitoring role on a simulated node where the real engine serves (vLLM's CPU build, the tiny test model):
 #
-#   tests/integration/64-monitoring-live.sh NODE   # a node playbooks/sim_node.yml + playbooks/deploy.yml brought up
-#   tests/integration/64-monitoring-live.sh        # brings up its own (moeops-mon64), about 5 minutes more, removes it
+#   tests/integration/53-monitoring-live.sh NODE   # a node playbooks/sim_node.yml + playbooks/deploy.yml brought up
+#   tests/integration/53-monitoring-live.sh        # brings up its own (moeops-mon53), about 5 minutes more, removes it
 #
 # 1. A P2P gate is recorded for real (two gloo ranks: the node runs tensor-parallel 1, where no gate runs) and the
 #    dcgm-exporter TEST DOUBLE (monitoring/dcgm_exporter_test_double.py, the node has no GPU nor NVIDIA's repository)
@@ -43,7 +43,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-trap 'echo "64-monitoring-live: failed at line $LINENO: $BASH_COMMAND"' ERR
+trap 'echo "53-monitoring-live: failed at line $LINENO: $BASH_COMMAND"' ERR
 
 # The inventory: the sim inventory's group variables, this node.
 inventory() {
@@ -74,7 +74,7 @@ keep_cgroup() {
   done
 }
 
-[ -n "$node" ] || { own=true; node=moeops-mon64$suffix; }
+[ -n "$node" ] || { own=true; node=moeops-mon53$suffix; }
 if [ -d /sys/fs/cgroup/systemd/libpod_parent ]; then
   keep_cgroup &
   keepalive=$!
@@ -107,7 +107,7 @@ echo "node $node at $ip on $net; allowlisted client $allowed_ip, other client $d
 ansible-playbook -i "$work/inventory" "$here/p2p_gate.yml" > "$work/gate.log" 2>&1 || { tail -30 "$work/gate.log"; exit 1; }
 podman exec "$node" mkdir -p /usr/local/lib/moeops-test
 podman cp "$here/dcgm_exporter_test_double.py" "$node:/usr/local/lib/moeops-test/dcgm_exporter_test_double.py"
-podman exec "$node" sh -c 'printf "#!/bin/sh\n# TEST DOUBLE of dcgm-exporter (tests/integration/64-monitoring-live.sh)\nexec /usr/bin/python3 /usr/local/lib/moeops-test/dcgm_exporter_test_double.py \"\$@\"\n" > /usr/bin/dcgm-exporter && chmod 0755 /usr/bin/dcgm-exporter'
+podman exec "$node" sh -c 'printf "#!/bin/sh\n# TEST DOUBLE of dcgm-exporter (tests/integration/53-monitoring-live.sh)\nexec /usr/bin/python3 /usr/local/lib/moeops-test/dcgm_exporter_test_double.py \"\$@\"\n" > /usr/bin/dcgm-exporter && chmod 0755 /usr/bin/dcgm-exporter'
 
 # 2. The role, with the node's own Prometheus. The node has no CAP_NET_ADMIN (playbooks/sim_node.yml), so nft cannot
 # load the role's table there (monitoring_firewall false; 63-monitoring.sh checks the rendered table with nft -c):
@@ -149,22 +149,31 @@ echo "$metrics" | grep -q '^moeops_p2p_gate_passed{backend=gloo,world_size=2} 1$
 echo "$metrics" | grep -q '^moeops_settings_drift{} 0$'
 query 'moeops_dcgm_exporter_test_double' | grep -q ' 1$'
 
-# 4. The engine stall: a request runs, EngineCore stops. The stop is sent from the node itself as soon as the first
-# tokens arrive, so that the request is still running whatever the load.
+# 4. The engine stall: a request runs, EngineCore stops. The client that reads the stream sends the SIGSTOP itself
+# after 5 chunks (monitoring/stall_client.py): polling the stream from a second podman exec came too late on a quiet
+# machine, where the tiny model streamed all 1900 tokens first and the engine was stopped idle.
 engine_pid=$(podman exec "$node" sh -c "ps -eo pid=,args= | awk '\$2 == \"VLLM::EngineCore\" {print \$1}'")
 [ -n "$engine_pid" ] || { echo "no EngineCore process"; exit 1; }
-podman exec "$node" rm -f /tmp/moeops-stall-stream.txt
-podman exec -d "$node" sh -c 'curl -sN http://127.0.0.1:8000/v1/completions -H "Content-Type: application/json" \
-  -d "{\"model\": \"tiny-deepseek-v3\", \"prompt\": \"hello\", \"max_tokens\": 1900, \"ignore_eos\": true, \"stream\": true}" \
-  > /tmp/moeops-stall-stream.txt'
-podman exec "$node" sh -c "for i in \$(seq 400); do [ \"\$(cat /tmp/moeops-stall-stream.txt 2>/dev/null | grep -c '^data: {')\" -gt 5 ] && break
-  sleep 0.05; done; kill -STOP $engine_pid"
+[ "$(echo "$engine_pid" | wc -w)" -eq 1 ] || { echo "more than one EngineCore: $engine_pid"; exit 1; }
+podman cp "$here/stall_client.py" "$node:/usr/local/lib/moeops-test/stall_client.py"
+podman exec "$node" rm -f /tmp/moeops-stall.txt
+podman exec -d "$node" /usr/bin/python3 /usr/local/lib/moeops-test/stall_client.py \
+  http://127.0.0.1:8000/v1/completions tiny-deepseek-v3 "$engine_pid" /tmp/moeops-stall.txt >/dev/null
+for _ in $(seq 120); do
+  podman exec "$node" grep -q '^stopped' /tmp/moeops-stall.txt 2>/dev/null && break
+  sleep 0.5
+done
 stopped=$SECONDS
-echo "RESULT EngineCore (pid $engine_pid) stopped with SIGSTOP while a request runs ($(podman exec "$node" grep -c '^data: {' /tmp/moeops-stall-stream.txt) tokens streamed)"
+state=$(podman exec "$node" cat /tmp/moeops-stall.txt 2>/dev/null || true)
+case "$state" in stopped*) ;; *) echo "the stall client did not stop the engine: ${state:-no output}"; exit 1 ;; esac
+echo "RESULT EngineCore (pid $engine_pid, state $(podman exec "$node" ps -o stat= -p "$engine_pid")) stopped with SIGSTOP while a request runs (${state#stopped } chunks streamed)"
 
 # Meanwhile: the exporters from the allowlisted client and from the other one.
 reach() {  # reach CLIENT PORT: the first line of /metrics, or why not
-  podman exec "$1" curl -s -m 5 "http://$ip:$2/metrics" 2>&1 | grep -m 1 -E '^(moeops_|node_|# HELP)' || echo "no answer (curl: $(podman exec "$1" sh -c "curl -s -m 5 -o /dev/null http://$ip:$2/metrics; echo exit \$?" | tail -n 1))"
+  local body rc=0
+  body=$(podman exec "$1" curl -s -m 5 "http://$ip:$2/metrics" 2>&1) || rc=$?
+  if [ "$rc" -eq 0 ] && grep -m 1 -E '^(moeops_|node_|# HELP)' <<< "$body"; then return; fi
+  echo "no answer (curl: exit $rc)"
 }
 for port in 9100 9400; do
   ok=$(reach "$allowed" $port); no=$(reach "$denied" $port)
@@ -189,9 +198,10 @@ engine_pid=""
 echo "RESULT VllmEngineStall firing $fired s after SIGSTOP (window monitoring_alert_engine_stall_window 2m, scrape 5 s)"
 [ "$fired" -le 180 ] || { echo "later than 3 minutes"; exit 1; }
 for _ in $(seq 60); do
-  podman exec "$node" grep -q '^data: \[DONE\]' /tmp/moeops-stall-stream.txt && break
+  podman exec "$node" grep -q -E '^(done|error)' /tmp/moeops-stall.txt && break
   sleep 1
 done
-podman exec "$node" grep -q '^data: \[DONE\]' /tmp/moeops-stall-stream.txt
-echo "RESULT after SIGCONT the request finished ($(podman exec "$node" grep -c '^data: {' /tmp/moeops-stall-stream.txt) chunks), /health $(podman exec "$node" curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:8000/health)"
-echo "64-monitoring-live: $((SECONDS - start)) s"
+state=$(podman exec "$node" cat /tmp/moeops-stall.txt)
+echo "$state" | grep -q '^done .*, 1900 tokens$' || { echo "after SIGCONT the request did not finish whole: $state"; exit 1; }
+echo "RESULT after SIGCONT the request finished ($(echo "$state" | sed -n 's/^done //p')), /health $(podman exec "$node" curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:8000/health)"
+echo "53-monitoring-live: $((SECONDS - start)) s"
