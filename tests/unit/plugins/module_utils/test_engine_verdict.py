@@ -106,8 +106,8 @@ def test_without_flashinfers_kernels_glm5_has_no_backend_on_12_0_and_the_problem
     assert picked_anyway == {("glm5", "10.0"), ("glm5_bf16", "10.0"), ("kimi_k25", "10.0"), ("minimax_m25", "10.0")}
     assert row(without, "kimi_k25", "10.0")["backend"] == "FLASHINFER_MLA"
     assert row(without, "kimi_k25", "10.0")["status"] == "uncertain"
-    same = [(r["profile"], r["compute_capability"]) for r in without["rows"] if r == row(kernels, r["profile"],
-                                                                                       r["compute_capability"])]
+    same = [(r["profile"], r["compute_capability"]) for r in without["rows"]
+            if r == row(kernels, r["profile"], r["compute_capability"])]
     assert sorted(same) == [("glm5_bf16", "12.0"), ("kimi_k25", "12.0"), ("kimi_k25", "9.0"), ("minimax_m25", "12.0"),
                             ("minimax_m25", "9.0")]
     assert ev.table(without).splitlines()[1].startswith("FlashInfer off (flashinfer-cubin no;")
