@@ -103,9 +103,8 @@ class ActionModule(ActionBase):
             templar = self._templar.copy_with_new_env(available_variables=env)
             for name in missing:
                 if name in defaults:
-                    raw = defaults[name]
                     try:
-                        values[name] = templar.template(_trusted(raw))
+                        values[name] = templar.template(env[name])  # the trusted default put there above
                     except AnsibleError:
                         continue  # built from facts not gathered yet (ray_cluster_node_address): the role's later steps
                 elif isinstance(spec[name], dict) and "default" in spec[name]:

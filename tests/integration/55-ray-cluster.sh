@@ -23,13 +23,28 @@ echo "ray_cluster: two-node cluster verified after $((SECONDS - start)) s"
 head=moeops-ray-head$suffix worker=moeops-ray-worker$suffix
 podman run -d --rm --name "$outsider" --network "moeops-ray$suffix" localhost/moeops-node:bookworm sleep 900 >/dev/null
 head_ip=$(podman exec "$head" python3 -c "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.connect(('10.255.255.255', 1)); print(s.getsockname()[0])")
+# Ray Client's server (10001) exists only where grpc imports in the venv (ray/scripts/scripts.py,
+# get_ray_client_dependency_error); it is started after `ray status` already counts the nodes. Where grpc imports,
+# wait for Ray's own (60 s at most); where it does not, Ray opens nothing there and a listener of this test stands in.
+client_ports=""
+if podman exec "$head" /opt/vllm/venv/bin/python -c "import grpc" 2>/dev/null; then
+  echo "Ray Client: grpc imports in the head's venv, waiting for Ray's own server on 10001"
+  for _ in $(seq 60); do
+    podman exec "$head" python3 -c "import socket, sys; socket.create_connection((sys.argv[1], 10001), timeout=1).close()" \
+      "$head_ip" 2>/dev/null && break
+    sleep 1
+  done
+else
+  echo "Ray Client: no grpc in the head's venv, so Ray opens no server on 10001; a listener of this test stands in"
+  client_ports=", 10001"
+fi
 # Listeners on a worker port and on an ephemeral port (where NCCL's and gloo's sockets listen), as those would:
 # an idle CPU-only Ray node has no worker process listening.
 worker_port=10500 ephemeral_port=40000
 podman exec -d "$head" python3 -c "
 import socket, time
 socks = []
-for port in ($worker_port, $ephemeral_port):
+for port in ($worker_port, $ephemeral_port$client_ports):
     s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('0.0.0.0', port)); s.listen(8)
     socks.append(s)
 time.sleep(900)"

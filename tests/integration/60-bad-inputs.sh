@@ -118,6 +118,10 @@ ray_refused ipv6-node-address "ray_cluster: ray_cluster_node_address must be an 
 ray_refused unresolvable-node-address \
   "ray_cluster: ray_cluster_node_address of moeops-badinputs ray-nowhere.invalid: no IPv4 address on moeops-badinputs (getent ahostsv4)" \
   -e ray_cluster_node_address=ray-nowhere.invalid
+# Class 7: a worker port range that holds the SSH port (ansible_port, 22 here), which the firewall would drop.
+ray_refused worker-ports-holding-ssh \
+  "ray_cluster: ray_cluster_min_worker_port..ray_cluster_max_worker_port (1-1024) contains the SSH port (ansible_port), 22" \
+  -e ray_cluster_node_address=10.89.0.250 -e ray_cluster_min_worker_port=1 -e ray_cluster_max_worker_port=1024
 ray_refused scope-id-argument "ray_cluster: ray_cluster_dashboard_host must be an IP address or a host name; the scope id after" \
   -e ray_cluster_node_address=10.89.0.250 -e '{"ray_cluster_dashboard_host": "::1%i --dashboard-host 0.0.0.0"}'
 

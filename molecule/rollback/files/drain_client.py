@@ -7,6 +7,9 @@ argv: URL (the front, or vLLM itself), API key ("" for none), CA file ("" for no
 keep polling (0: no polling, wait for the streams only).
 Each stream asks for exactly max_tokens tokens (ignore_eos) at temperature 0 and counts the tokens it gets; an
 error event inside the stream (vLLM's in-stream 500 when its engine dies) is recorded as the stream's error.
+While polling, each of the N streams is relayed: when one ends whole and no poll has seen 503 yet, the next one starts
+at once, so that streams are in flight whenever the restart comes, however long the play takes to get there. A stream
+that the front refuses (503: it began after the drain) ends the relay; it is recorded with its status.
 """
 import json
 import ssl
@@ -29,11 +32,14 @@ def main():
         model = json.load(answer)["data"][0]["id"]
     record = {"stream_start": time.time(), "streams": [], "polls": []}
 
+    refusing = threading.Event()
+
     def stream():
-        one = {"tokens": 0, "done": False, "last_token": None, "status": None, "error": None}
+        one = {"start": time.time(), "tokens": 0, "done": False, "last_token": None, "status": None, "error": None}
         record["streams"].append(one)
         body = json.dumps({"model": model, "prompt": "drain", "max_tokens": max_tokens, "ignore_eos": True,
-                           "temperature": 0, "stream": True}).encode()
+                           "temperature": 0, "stream": True,
+                           "stream_options": {"include_usage": True}}).encode()
         request = urllib.request.Request(url + "/v1/completions", data=body, headers=headers, method="POST")
         try:
             with urllib.request.urlopen(request, timeout=300, context=context) as answer:
@@ -45,13 +51,24 @@ def main():
                         event = json.loads(line[6:])
                         if "error" in event:
                             one["error"] = event["error"]
+                        elif event.get("usage") and not event.get("choices"):
+                            # vLLM's own count: a lagging API server sends several tokens in one event.
+                            one["tokens"] = event["usage"]["completion_tokens"]
                         else:
                             one["tokens"] += 1
                             one["last_token"] = time.time()
+        except urllib.error.HTTPError as err:
+            one["status"] = err.code
         except Exception as err:  # pylint: disable=broad-except  # recorded: the test fails on it
             one["error"] = repr(err)
+        return one
 
-    workers = [threading.Thread(target=stream) for _index in range(count)]
+    def relay():
+        one = stream()
+        while limit and not refusing.is_set() and one["status"] == 200 and one["done"] and not one["error"]:
+            one = stream()
+
+    workers = [threading.Thread(target=relay) for _index in range(count)]
     for worker in workers:
         worker.start()
     time.sleep(1)
@@ -68,6 +85,8 @@ def main():
             poll = {"t": t, "status": None, "error": repr(err)}
         record["polls"].append(poll)
         seen_503 = seen_503 or poll["status"] == 503
+        if seen_503:
+            refusing.set()
         if seen_503 and poll["status"] == 200 and not any(w.is_alive() for w in workers):
             break
         time.sleep(0.5)

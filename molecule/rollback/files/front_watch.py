@@ -30,7 +30,8 @@ def main():
         one = {"tokens": 0, "done": False, "first_token": None, "last_token": None, "status": None, "error": None}
         record["stream"] = one
         body = json.dumps({"model": model, "prompt": "reload", "max_tokens": tokens, "ignore_eos": True,
-                           "temperature": 0, "stream": True}).encode()
+                           "temperature": 0, "stream": True,
+                           "stream_options": {"include_usage": True}}).encode()
         request = urllib.request.Request(url + "/v1/completions", data=body, headers=headers, method="POST")
         try:
             with urllib.request.urlopen(request, timeout=300, context=context) as answer:
@@ -42,6 +43,9 @@ def main():
                         event = json.loads(line[6:])
                         if "error" in event:
                             one["error"] = event["error"]
+                        elif event.get("usage") and not event.get("choices"):
+                            # vLLM's own count: a lagging API server sends several tokens in one event.
+                            one["tokens"] = event["usage"]["completion_tokens"]
                         else:
                             one["tokens"] += 1
                             one["last_token"] = time.time()

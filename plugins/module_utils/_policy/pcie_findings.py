@@ -8,6 +8,7 @@ docs/pcie-host-facts.md.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.moeops.inference.plugins.module_utils._facts.pcie_host import (
@@ -27,6 +28,8 @@ from ansible_collections.moeops.inference.plugins.module_utils._facts.pcie_host 
 #
 # One "ok" finding per check when all is well; otherwise one finding per GPU or bridge at fault,
 # plus one "could not be read" finding for everything the check needed and did not get.
+# What a person reads (preflight, the pcie_host role, the settings report, the P2P gate) is grouped():
+# one finding per kind that names every place, not eight near-identical ACS warnings on eight bridges.
 
 CHECKS: Dict[str, Dict[str, str]] = {
     "iommu": {
@@ -341,3 +344,29 @@ def facts_findings(facts: Mapping[str, Any]) -> List[Finding]:
     families = sorted({str(g.get("architecture") or "") for g in facts.get("gpus") or []})
     family = families[0] if len(families) == 1 and families[0] else None
     return host_findings(host, int(facts.get("count") or 0), family)
+
+
+def _place(reason: str) -> str:
+    """Where a finding is (bridge 0000:20:01.1, GPU 3 (0000:41:00.0)): the head of its reason."""
+    m = re.match(r"(bridge \S+|GPU \S+ \(\S+\))", reason)
+    return m.group(1) if m else reason.split(". Source:")[0]
+
+
+def grouped(findings: Sequence[Finding]) -> List[Finding]:
+    """The findings as a person reads them, in their order: a check's findings that are not "ok" merged into one (the
+    first in full, then "The same on N more: <places>.", with the first's remedy; "blocking" if any of them is), a
+    check's "ok" finding as it is. Preflight, the pcie_host role, the settings report and the P2P gate show these."""
+    by_check: Dict[str, List[Finding]] = {}
+    for f in findings:
+        by_check.setdefault(f["check"], []).append(f)
+    out: List[Finding] = []
+    for check, found in by_check.items():
+        bad = [f for f in found if f["result"] != "ok"]
+        if not bad:
+            out.extend(found)
+            continue
+        more = [_place(f["reason"]) for f in bad[1:]]
+        out.append(_finding(check, "blocking" if any(f["result"] == "blocking" for f in bad) else "warning",
+                            bad[0]["reason"] + (" The same on %d more: %s." % (len(more), "; ".join(more)) if more else ""),
+                            bad[0].get("remedy") or ""))
+    return out

@@ -654,9 +654,11 @@ def build_report(host: str, desired: Mapping[str, Any], deployed: Mapping[str, A
             problems.append(benchmark["problem"])
     else:
         last_benchmark = {"status": "not_read", "lines": []}
-    # The PCIe host's P2P readiness (pcie_host's policy over the facts' host section), warnings first in full.
+    # The PCIe host's P2P readiness (pcie_host's policy over the facts' host section), warnings first in full: one line
+    # a kind, naming every place, as preflight says it (eight bridges with ACS on are one warning); report["pcie_host"]
+    # keeps every finding.
     findings = pcie_findings.facts_findings(gpu_facts or {})
-    for f in findings:
+    for f in pcie_findings.grouped(findings):
         if f["result"] != "ok":
             status.append("PCIe     %s %s: %s" % (f["result"].upper(), f["check"], f["reason"])
                           + ("; remedy: %s" % f["remedy"] if f.get("remedy") else ""))

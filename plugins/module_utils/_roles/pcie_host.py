@@ -8,19 +8,12 @@ Private to the collection: the role_plan action (module_utils/_common/plan.py) r
 
 from __future__ import annotations
 
-import re
 from typing import Any, Dict, List, Mapping, Optional
 
 from ansible_collections.moeops.inference.plugins.module_utils._policy import pcie_findings
 from ansible_collections.moeops.inference.plugins.module_utils._policy.nccl_policy import p2p_level
 
 KNOWN_OTHER = ("pcie_host_summary",)
-
-
-def _place(reason: str) -> str:
-    """Where a finding is (bridge 0000:20:01.1, GPU 3 (0000:41:00.0)): the head of its reason."""
-    m = re.match(r"(bridge \S+|GPU \S+ \(\S+\))", reason)
-    return m.group(1) if m else reason.split(". Source:")[0]
 
 
 def findings(gpus: Mapping[str, Any]) -> Dict[str, List[str]]:
@@ -30,17 +23,10 @@ def findings(gpus: Mapping[str, Any]) -> Dict[str, List[str]]:
     out: Dict[str, List[str]] = {"problems": [], "warnings": []}
     if int(gpus.get("count") or 0) >= 2:
         out["warnings"] += ["P2P: " + w for w in p2p_level(gpus)["warnings"]]
-    grouped: Dict[str, List[Mapping[str, str]]] = {}
-    for f in pcie_findings.facts_findings(gpus):
-        if f["result"] in ("warning", "blocking"):
-            grouped.setdefault(f["check"], []).append(f)
-    for check, found in grouped.items():
-        first = found[0]
-        more = [_place(f["reason"]) for f in found[1:]]
-        text = "PCIe host %s: %s%s%s" % (
-            check, first["reason"], (" The same on %d more: %s." % (len(more), "; ".join(more))) if more else "",
-            ("; remedy: " + first["remedy"]) if first.get("remedy") else "")
-        out["problems" if any(f["result"] == "blocking" for f in found) else "warnings"].append(text)
+    for f in pcie_findings.grouped(pcie_findings.facts_findings(gpus)):
+        if f["result"] != "ok":
+            text = "PCIe host %s: %s%s" % (f["check"], f["reason"], ("; remedy: " + f["remedy"]) if f["remedy"] else "")
+            out["problems" if f["result"] == "blocking" else "warnings"].append(text)
     return out
 
 

@@ -59,6 +59,8 @@ def test_likely_cause_comes_from_the_pcie_host_findings(seed_host_facts):
     assert cause.startswith("likely cause, from the PCIe host findings: iommu: the IOMMU translates DMA")
     assert cause.endswith("remedy: the moeops.inference.pcie_host role with pcie_host_clear_acs, pcie_host_disable_hmm, "
                           "pcie_host_iommu_passthrough, pcie_host_port_pm_off (docs/pcie-host-facts.md)")
+    # One cause per kind (the eight ACS bridges are one), so that HMM and port power management are named too.
+    assert cause.count("; acs: bridge ") == 1 and "; hmm: " in cause and "; pcie_port_pm: " in cause
     assert "host section: not read" in gate.likely_cause({"count": 2})
 
 

@@ -267,6 +267,22 @@ def test_a_number_in_an_env_mapping_is_named_by_its_yaml_type_not_ansibles_class
         "bool", "int", "float", "str", "dict", "list"]
 
 
+def test_ansibles_own_conversion_message_names_the_yaml_type_not_ansibles_class():
+    """A list where a mapping belongs, as an inventory gives it (ansible-core 2.19 tags it: _AnsibleTaggedList):
+    Ansible's own "cannot be converted to a dict" message names `list`, as every other message does."""
+    from ansible._internal._datatag._tags import Origin  # what the inventory's loader puts on every value
+
+    tagged = Origin(description="inventory").tag(["NCCL_PROTO=LL"])
+    assert type(tagged).__name__ == "_AnsibleTaggedList"
+    problems = run(vllm_service_nccl_overrides=tagged,
+                   vllm_service_extra_args=Origin(description="inventory").tag({"--enforce-eager": None}))["problems"]
+    assert ("argument 'vllm_service_nccl_overrides' is of type list and we were unable to convert to dict: "
+            "list cannot be converted to a dict") in problems
+    assert ("argument 'vllm_service_extra_args' is of type dict and we were unable to convert to list: "
+            "dict cannot be converted to a list") in problems
+    assert "_Ansible" not in " ".join(problems) and "<class" not in " ".join(problems)
+
+
 def test_the_front_tls_files_are_two_problems_each_named_by_the_role():
     files = {"/etc/moeops-no-such.crt": {"exists": False},
              "/etc/hostname": {"exists": True, "isreg": True, "uid": 0, "pw_name": "root", "mode": "0644"}}

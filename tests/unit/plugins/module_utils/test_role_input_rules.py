@@ -379,3 +379,21 @@ def test_ansible_core_below_the_range_is_refused(running, refused):
 def test_the_oldest_supported_ansible_is_meta_runtimes():
     with open(specs.RUNTIME_FILE) as f:
         assert ">=%s" % specs.oldest_ansible() in yaml.safe_load(f)["requires_ansible"]
+
+
+@pytest.mark.parametrize("name, entry, message", [
+    ("vllm_service_front_routes", "POST /{route}", "a {parameter} in the first two segments matches every route under it"),
+    ("vllm_service_front_routes", "GET /v1/{x}", "a {parameter} in the first two segments"),
+    ("vllm_service_front_routes", "GET /docs", "/docs is outside the prefixes where vLLM asks for the API key"),
+    ("vllm_service_front_routes", "POST /tokenize", "list it in vllm_service_front_unsafe_routes if that is meant"),
+    ("vllm_service_front_unsafe_routes", "GET /{x}", "a {parameter}"),
+    ("vllm_service_front_unsafe_routes", "GET /metricsx", "vLLM serves its metrics on every path that starts with /metrics"),
+])
+def test_a_catch_all_or_unguarded_route_is_refused_naming_the_entry(name, entry, message):
+    """Class 3: `POST /{route}` in the allowlist opened /invocations, /tokenize, /docs ... without a key."""
+    found = problems("vllm_service", vllm_service_host="0.0.0.0", **{name: ["GET /v1/models", entry]})
+    assert any(p.startswith("vllm_service: %s[1] %r is refused: " % (name, entry)) and message in p for p in found), found
+
+
+def test_an_unguarded_route_named_unsafe_passes():
+    assert problems("vllm_service", vllm_service_host="0.0.0.0", vllm_service_front_unsafe_routes=["POST /tokenize"]) == []
