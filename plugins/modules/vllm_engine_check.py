@@ -17,6 +17,12 @@ description:
     parallel splits the heads and places the experts evenly.
   - No GPU is used. The check starts with C(CUDA_VISIBLE_DEVICES) empty, and on a host without the NVIDIA driver it
     loads a CUDA driver stub, so every device call fails.
+  - vLLM is asked in the environment the C(vllm.service) unit gives it, not the module's. That is systemd's default
+    C(PATH) (C(/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin)) with the unit's own C(Environment=) values over it
+    (O(environment)), and nothing else. vLLM's answers depend on it. FlashInfer is off unless its precompiled kernels
+    (C(flashinfer-cubin)) are installed or C(nvcc) and C(ninja) are on that C(PATH), and then every FlashInfer
+    attention backend is refused. A refusal for that reason says so and names the fix, the C(moeops.inference.vllm)
+    role's C(vllm_flashinfer_kernels).
   - Each capability is checked as a host with only GPUs of that capability would run the profile, with that
     capability's C(compute_capability_constraints) applied. The KV cache dtype is the one the C(moeops.inference.vllm_service)
     unit's command line would give vLLM, so a C(--kv-cache-dtype) in O(extra_args) wins.
@@ -94,6 +100,14 @@ options:
     type: list
     elements: str
     default: []
+  environment:
+    description:
+      - The unit's C(Environment=) values (the C(vllm_service) role passes its plan's). vLLM is asked with exactly
+        these, over systemd's default C(PATH), with C(CUDA_VISIBLE_DEVICES) empty and C(HF_HUB_OFFLINE=1).
+      - A C(PATH) among them replaces systemd's default, as it does in the unit.
+      - Secrets do not belong here. The values are passed on the check's command line, through C(env -i).
+    type: dict
+    default: {}
   cache:
     description:
       - Keep the answer in a record under O(cache_dir) and reuse it for the same question, and keep the imported
@@ -106,6 +120,7 @@ options:
     default: /var/cache/moeops/engine-check
 notes:
   - It never reports a change (C(changed=false)). The record only saves the next run the time of importing vLLM.
+  - The record's name covers O(environment) too, so another C(PATH) or C(CUDA_HOME) asks again.
   - The collection's C(docs/model-profiles.md) has the check's table for the shipped profiles on each compute capability.
 seealso:
   - module: moeops.inference.vllm_service_info
@@ -177,6 +192,16 @@ table:
   description: RV(rows) as a Markdown table, with the vLLM version on top.
   returned: always
   type: str
+flashinfer:
+  description:
+    - vLLM's own answers on FlashInfer where it was asked, from C(vllm.utils.flashinfer). C(has_flashinfer) is whether
+      vLLM uses FlashInfer at all, C(has_flashinfer_cubin) whether its precompiled kernels count as installed. The
+      C(nvcc) and C(ninja) it found are there too, with C(installed) (the C(flashinfer) package) and the C(path).
+    - Empty when the check did not run.
+  returned: always
+  type: dict
+  sample: {installed: true, has_flashinfer: false, has_flashinfer_cubin: false, nvcc: null, ninja: null,
+           path: /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin, VLLM_HAS_FLASHINFER_CUBIN: null}
 request:
   description: What the check was asked, per profile and compute capability.
   returned: always
@@ -205,6 +230,7 @@ def main():
             compute_capabilities=dict(type="list", elements="str", required=True),
             tensor_parallel_sizes=dict(type="list", elements="int"),
             extra_args=dict(type="list", elements="str", default=[]),
+            environment=dict(type="dict", default={}),
             cache=dict(type="bool", default=True),
             cache_dir=dict(type="path", default="/var/cache/moeops/engine-check"),
         ),

@@ -42,6 +42,20 @@ YAML
 echo "--- node $node"
 ansible-playbook -i "$project/hosts.yml" playbooks/sim_node.yml > "$work/sim.log" || { tail -40 "$work/sim.log"; exit 1; }
 
+# FlashInfer's kernels (vllm_flashinfer_kernels, on by default) come from FlashInfer's index, which this machine cannot
+# reach. A TEST DOUBLE index on the node serves a flashinfer-cubin wheel made here that holds no kernel, at the
+# flashinfer-python version the pinned vLLM requires (its recorded METADATA), so that the role's own install from an
+# index and its version check run; the user's inventory points vllm_flashinfer_index_url at it, as at a mirror.
+vllm_version=$(sed -n 's/^vllm_version: "\(.*\)"$/\1/p' roles/vllm/defaults/main.yml)
+fi_version=$(sed -n 's/^Requires-Dist: flashinfer-python==//p' "tests/fixtures/vllm/vllm-$vllm_version.dist-info.METADATA")
+[ -n "$fi_version" ] || { echo "no flashinfer-python pin in vLLM $vllm_version's recorded METADATA"; exit 1; }
+python3 tests/integration/flashinfer/cubin_test_double.py "$fi_version" "$work/flashinfer-index" >/dev/null
+podman cp "$work/flashinfer-index" "$node:/srv/moeops-test-flashinfer-index"
+podman exec -d "$node" python3 -m http.server 8199 --bind 127.0.0.1 --directory /srv/moeops-test-flashinfer-index >/dev/null
+echo "vllm_flashinfer_index_url: http://127.0.0.1:8199/  # TEST DOUBLE index (52-external-playbook.sh)" \
+  >> "$project/group_vars/all.yml"
+echo "--- FlashInfer TEST DOUBLE index on the node: flashinfer-cubin $fi_version (vLLM $vllm_version)"
+
 unset ANSIBLE_CONFIG
 export ANSIBLE_COLLECTIONS_PATH=$installed
 # What a user would put in their own ansible.cfg for speed; nothing else is configured.
@@ -68,6 +82,9 @@ run converge playbook.yml
 grep -q "ExecStart=/opt/vllm/venv/bin/vllm serve nvidia/GLM-5-NVFP4" <(podman exec "$node" cat /etc/systemd/system/vllm.service) \
   || { echo "the unit does not serve the glm5 profile's model"; exit 1; }
 external=$(unit_sum)
+cubin=$(podman exec "$node" /opt/vllm/venv/bin/python -c 'import importlib.metadata as m; print(m.version("flashinfer-cubin"))')
+[ "$cubin" = "$fi_version" ] || { echo "flashinfer-cubin in the venv: '$cubin', not $fi_version"; exit 1; }
+echo "converge installed flashinfer-cubin $cubin (the TEST DOUBLE) beside vLLM $vllm_version"
 
 run shipped moeops.inference.glm5 -e moeops_hosts=gpu_servers
 shipped=$(unit_sum)

@@ -1,7 +1,8 @@
 """Compares the engine check's verdicts from the node (stdin: module vllm_engine_check's result as JSON) with the ones
-recorded on the same vLLM (argv[1]: tests/fixtures/vllm/engine-check-<version>.json), row by row: per profile and
-compute capability the status, the backend, the KV cache dtype, the quantization and the tensor-parallel verdicts,
-each as module_utils/_engine/verdict.py reads the script's answer.  Prints the node's table; exit status 1 on any
+recorded on the same vLLM under the same condition (argv[1]: tests/fixtures/vllm/engine-check-<version>[-no-kernels].json),
+row by row: per profile and compute capability the status, the backend, the KV cache dtype, the quantization and the
+tensor-parallel verdicts, each as module_utils/_engine/verdict.py reads the script's answer; and vLLM's own
+has_flashinfer() (the condition: FlashInfer's kernels, or nvcc and ninja, where vLLM was asked).  Prints the node's table; exit status 1 on any
 difference.  Runs on the controller with any Python (the checkout's collection is put on sys.path).
 """
 import json
@@ -30,6 +31,10 @@ def main():
                    for k in sorted(set(want) | set(have)) if want.get(k) != have.get(k)]
     if node.get("vllm") != recorded.get("vllm"):
         differences.insert(0, "vLLM %s on the node, %s recorded" % (node.get("vllm"), recorded.get("vllm")))
+    # The condition: whether vLLM had FlashInfer (its kernels, or nvcc and ninja) where it was asked.
+    have_fi, want_fi = (node.get("flashinfer") or {}).get("has_flashinfer"), recorded["flashinfer"].get("has_flashinfer")
+    if have_fi != want_fi:
+        differences.insert(0, "has_flashinfer() %s on the node, %s recorded" % (have_fi, want_fi))
     for line in differences:
         print("DIFFERENT: " + line)
     print("%d rows, %d different" % (len(have), len(differences)))

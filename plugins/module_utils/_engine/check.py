@@ -43,6 +43,7 @@ from __future__ import annotations
 import ctypes
 import glob
 import importlib
+import importlib.util
 import json
 import os
 import shutil
@@ -95,6 +96,10 @@ ENGINE_SYMBOLS = (
     ("vllm.model_executor.layers.quantization.compressed_tensors.compressed_tensors",
      "CompressedTensorsConfig._get_scheme_from_parts"),
     ("vllm.model_executor.layers.fused_moe.expert_map_manager", "determine_expert_map"),
+    # Whether vLLM uses FlashInfer at all: without flashinfer-cubin (or VLLM_HAS_FLASHINFER_CUBIN) it needs nvcc and
+    # ninja on PATH, else every FlashInfer backend is refused.  Asked in the environment the script was given.
+    ("vllm.utils.flashinfer", "has_flashinfer"),
+    ("vllm.utils.flashinfer", "has_flashinfer_cubin"),
 )
 SYMBOLS = PLATFORM_SYMBOLS + ENGINE_SYMBOLS
 # The mark on a backend whose module cannot even be imported without a GPU (CUTLASS_MLA allocates a
@@ -393,6 +398,16 @@ class Engine(object):
         return out
 
 
+def flashinfer_state(engine):
+    """vLLM's own answers on FlashInfer in this environment (vllm/utils/flashinfer.py), and what they depend on."""
+    nvcc = getattr(importlib.import_module("vllm.utils.flashinfer"), "_flashinfer_nvcc_path", None)
+    return {"installed": importlib.util.find_spec("flashinfer") is not None,
+            "has_flashinfer": bool(engine.s["vllm.utils.flashinfer:has_flashinfer"]()),
+            "has_flashinfer_cubin": bool(engine.s["vllm.utils.flashinfer:has_flashinfer_cubin"]()),
+            "nvcc": nvcc() if callable(nvcc) else None, "ninja": shutil.which("ninja"),
+            "path": os.environ.get("PATH", ""), "VLLM_HAS_FLASHINFER_CUBIN": os.environ.get("VLLM_HAS_FLASHINFER_CUBIN")}
+
+
 def check_profile(engine, spec):
     results = []
     for check in spec.get("checks") or []:
@@ -439,7 +454,7 @@ def run(request):
     results = []
     for spec in request.get("profiles") or []:
         results += check_profile(engine, spec)
-    emit({"schema_version": SCHEMA_VERSION, "vllm": version, "symbols": ["%s:%s" % s for s in SYMBOLS],
+    emit({"schema_version": SCHEMA_VERSION, "vllm": version, "flashinfer": flashinfer_state(engine), "symbols": ["%s:%s" % s for s in SYMBOLS],
           "platform": "%s (compute capability pinned per check)" % engine.platform_cls.__mro__[1].__name__,
           "libcuda_stub": os.environ.get("MOEOPS_ENGINE_CHECK_STUB", ""), "rebound_modules": engine.rebound,
           "unimportable_backends": engine.unimportable, "results": results})

@@ -32,9 +32,15 @@ from ansible_collections.moeops.inference.plugins.module_utils._policy import mo
 
 SCRIPT_NAME = "moeops_engine_check.py"
 RECORD_SCHEMA = 1
-# The script's environment: no GPU is ever touched (a backend module that allocates on import then counts as not
-# importable, as it does without a driver) and nothing is downloaded.
+# The script's environment on top of the unit's: no GPU is ever touched (a backend module that allocates on import then
+# counts as not importable, as it does without a driver) and nothing is downloaded.
 ENVIRONMENT = {"CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1"}
+# systemd's default PATH for a service without Environment=PATH: what vllm.service runs vLLM with.  vLLM's answers
+# depend on it (FlashInfer is off unless its kernels are installed or nvcc and ninja are on PATH), so the script is
+# asked with it, never with the module's own PATH.
+SYSTEMD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin"
+# Started through env -i: nothing of the module's environment (a login shell's PATH, CUDA_HOME, VLLM_*) reaches vLLM.
+ENV_COMMAND = "/usr/bin/env"
 # Where the imported modules' bytecode goes, under the records' directory: never into the venv.  Importing vLLM took
 # 44 s with the bytecode written and 17 s with it there, against 56 s without it (2 busy cores, vLLM 0.33.0).
 BYTECODE_DIR = "bytecode"
@@ -68,10 +74,12 @@ def venv_distributions(python: str) -> List[str]:
                                                                       "*.dist-info")))
 
 
-def record_name(python: str, request: Mapping[str, Any], distributions: Sequence[str]) -> str:
-    """The record's file name: a digest of everything the answer depends on."""
+def record_name(python: str, request: Mapping[str, Any], distributions: Sequence[str],
+                unit_environment: Optional[Mapping[str, str]] = None) -> str:
+    """The record's file name: a digest of everything the answer depends on (the unit's environment too)."""
     digest = hashlib.sha256(json.dumps({
         "schema": RECORD_SCHEMA, "python": python, "distributions": list(distributions), "request": request,
+        "environment": dict(unit_environment or {}),
         "script": hashlib.sha256(inspect.getsource(check_script).encode("utf-8")).hexdigest(),
     }, sort_keys=True).encode("utf-8")).hexdigest()
     return "engine-check-%s.json" % digest[:32]
@@ -90,9 +98,19 @@ def script_file() -> Iterator[str]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def environment(bytecode_dir: Optional[str]) -> Dict[str, str]:
-    """The script's environment: ENVIRONMENT, and the bytecode in `bytecode_dir` (None: written nowhere)."""
-    env = dict(ENVIRONMENT)
+def unit_environment(given: Optional[Mapping[str, Any]]) -> Dict[str, str]:
+    """The environment vllm.service gives vLLM: its Environment= values (`given`, the module's `environment`) over
+    systemd's default PATH."""
+    env = {"PATH": SYSTEMD_PATH}
+    env.update((str(k), str(v)) for k, v in (given or {}).items())
+    return env
+
+
+def environment(bytecode_dir: Optional[str], unit_env: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+    """The script's whole environment: the unit's (`unit_env`, else systemd's PATH alone), ENVIRONMENT, and the
+    bytecode in `bytecode_dir` (None: written nowhere)."""
+    env = unit_environment(unit_env)
+    env.update(ENVIRONMENT)
     if bytecode_dir:
         # Empty counts as unset for Python: a PYTHONDONTWRITEBYTECODE inherited from the caller would keep none.
         env.update(PYTHONPYCACHEPREFIX=bytecode_dir, PYTHONDONTWRITEBYTECODE="")
@@ -101,13 +119,20 @@ def environment(bytecode_dir: Optional[str]) -> Dict[str, str]:
     return env
 
 
+def command(python: str, path: str, env: Mapping[str, str]) -> List[str]:
+    """The script's argv: through `env -i`, so that its environment is exactly `env`.  The unit's Environment= values
+    show in the argv for the check's seconds; the unit file itself is world-readable, and secrets are not among them
+    (they are in the unit's EnvironmentFile)."""
+    return [ENV_COMMAND, "-i"] + ["%s=%s" % item for item in sorted(env.items())] + [python, path]
+
+
 def ask_engine(run_command: RunCommand, python: str, request: Mapping[str, Any],
-               bytecode_dir: Optional[str] = None) -> Dict[str, Any]:
-    """Runs the script with `python` on `request`: its record, or {'error': ...} with the end of what it printed.
-    `run_command` is AnsibleModule.run_command."""
+               bytecode_dir: Optional[str] = None, unit_env: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
+    """Runs the script with `python` on `request` in the unit's environment: its record, or {'error': ...} with the
+    end of what it printed.  `run_command` is AnsibleModule.run_command."""
     with script_file() as path:
-        rc, out, err = run_command([python, path], data=json.dumps(request, sort_keys=True),
-                                   environ_update=environment(bytecode_dir), cwd=os.path.dirname(path))
+        rc, out, err = run_command(command(python, path, environment(bytecode_dir, unit_env)),
+                                   data=json.dumps(request, sort_keys=True), cwd=os.path.dirname(path))
     output = verdict.parse_output(out)
     if output.get("error") and rc != 3:  # 3: the script named the missing vLLM symbols itself
         output["error"] = "%s (exit status %s%s)" % (output["error"], rc, "; stderr: " + err.strip()[-600:]
@@ -122,7 +147,7 @@ def engine_check(params: Mapping[str, Any], run_command: RunCommand, check_mode:
                           params.get("extra_args") or [])
     result: Dict[str, Any] = {"changed": False, "failed": False, "msg": "", "checked": False, "cached": False,
                               "record": "", "vllm": None, "problems": [], "notes": [], "rows": [], "table": "",
-                              "request": request}
+                              "request": request, "flashinfer": {}}
     if not any(spec["checks"] for spec in request["profiles"]):
         result["notes"] = ["not checked by the engine: no profile admits compute capability %s (min_compute_capability)"
                            % ", ".join(map(str, params["compute_capabilities"]))]
@@ -137,9 +162,11 @@ def engine_check(params: Mapping[str, Any], run_command: RunCommand, check_mode:
             result.update(failed=True, msg="the engine check did not run: " + why, problems=[why])
         return result
     distributions = venv_distributions(python)
+    unit_env = unit_environment(params.get("environment"))
     cache_dir = params.get("cache_dir") if params.get("cache") else None
     # Without the venv's distribution list the digest could not see an upgrade: no record then.
-    path = os.path.join(cache_dir, record_name(python, request, distributions)) if cache_dir and distributions else ""
+    path = (os.path.join(cache_dir, record_name(python, request, distributions, unit_env))
+            if cache_dir and distributions else "")
     output = None
     if path:
         doc = state_files.read_json(path)
@@ -149,11 +176,13 @@ def engine_check(params: Mapping[str, Any], run_command: RunCommand, check_mode:
         keep = bool(cache_dir) and not check_mode
         if keep and not os.path.isdir(cache_dir):
             os.makedirs(cache_dir, mode=0o755)
-        output = ask_engine(run_command, python, request, os.path.join(cache_dir, BYTECODE_DIR) if keep else None)
+        output = ask_engine(run_command, python, request, os.path.join(cache_dir, BYTECODE_DIR) if keep else None,
+                            unit_env)
         if path and keep and not output.get("error"):
             state_files.write_json(path, {"python": python, "vllm": output.get("vllm"), "output": output})
     result["record"] = path
     found = verdict.interpret(output)
+    result["flashinfer"] = found.get("flashinfer") or {}
     result.update(checked=not output.get("error"), vllm=found.get("vllm"), problems=found["problems"],
                   notes=found["notes"], rows=found["rows"], table=verdict.table(found) if found["rows"] else "")
     if output.get("missing"):

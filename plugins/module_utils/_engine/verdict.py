@@ -147,23 +147,48 @@ def _merge(findings: Sequence[Tuple[str, Any]]) -> List[str]:
     return [text % {"tp": ", ".join(tps)} for text, tps in sizes.items()]
 
 
-def _attention_findings(row: Mapping[str, Any]) -> Tuple[List[str], List[str]]:
+# vLLM's reasons name FlashInfer when a backend needs it and vLLM has turned it off ("FLASHINFER_MLA_SPARSE_SM120
+# requires FlashInfer's sparse MLA decode API", "FA4 sparse MLA runs its prefill batches on FlashInfer's kernel").
+FLASHINFER_WORD = "FlashInfer"
+FLASHINFER_OFF = ("FlashInfer is off in this vLLM (vllm.utils.flashinfer.has_flashinfer() is false where the unit runs "
+                  "it): FlashInfer's precompiled kernels (flashinfer-cubin) are not installed and no CUDA toolkit (nvcc) "
+                  "with ninja is on the unit's PATH. Install the kernels with the vllm role (vllm_flashinfer_kernels: "
+                  "true, its default for vllm_engine cuda) or run `vllm download-kernels` in the vLLM venv")
+
+
+def flashinfer_off(output: Mapping[str, Any]) -> bool:
+    """Whether the script saw FlashInfer installed but turned off by vLLM (no kernels, no nvcc + ninja)."""
+    state = output.get("flashinfer") or {}
+    return bool(state.get("installed")) and state.get("has_flashinfer") is False
+
+
+def _attention_findings(row: Mapping[str, Any], fi_off: bool = False) -> Tuple[List[str], List[str]]:
     problems: List[Tuple[str, Any]] = []
     notes: List[Tuple[str, Any]] = []
     cc, kv, key = row["compute_capability"], row["kv_cache_dtype"], row.get("kv_cache_dtype_key", "kv_cache_dtype")
     where = _where(row).replace("%", "%%")
     for a in row.get("attention") or []:
         tp = a.get("tensor_parallel_size")
+        cause = ""
+        if fi_off and a.get("backend") is None and any(
+                FLASHINFER_WORD in reason for reasons in (a.get("refused") or {}).values() for reason in reasons):
+            cause = ". " + FLASHINFER_OFF
+        if fi_off and str(a.get("backend") or "").startswith("FLASHINFER"):
+            notes.append(("%s on compute capability %s: vLLM selects %s, a FlashInfer backend, although FlashInfer is "
+                          "off where the unit runs it (no flashinfer-cubin, no nvcc with ninja on its PATH): it needs "
+                          "FlashInfer's kernels when it runs, so install them (vllm_flashinfer_kernels) (tensor "
+                          "parallel %%(tp)s)" % (where, cc, a["backend"]), tp))
         if a.get("backend") is None:
             if a.get("backend_with_auto"):
                 problems.append((
                     "%s %s %s on compute capability %s: no vLLM attention backend takes it (%s); with "
                     "kv_cache_dtype auto vLLM picks %s, which takes %s (tensor parallel %%(tp)s)"
                     % (where, key, kv, cc, _refusals(a.get("refused") or {}).replace("%", "%%"),
-                       a["backend_with_auto"], ", ".join(a.get("backend_with_auto_kv_cache_dtypes") or [])), tp))
+                       a["backend_with_auto"], ", ".join(a.get("backend_with_auto_kv_cache_dtypes") or [])) + cause, tp))
             else:
-                problems.append(("%s attention_type %s on compute capability %s: %s (tensor parallel %%(tp)s)"
-                                 % (where, row.get("attention_type"), cc, str(a.get("error")).replace("%", "%%")), tp))
+                problems.append(("%s attention_type %s on compute capability %s: %s (tensor parallel %%(tp)s)%s"
+                                 % (where, row.get("attention_type"), cc, str(a.get("error")).replace("%", "%%"),
+                                    cause), tp))
         elif not a.get("kv_ok"):
             takes = ", ".join(a.get("backend_kv_cache_dtypes") or [])
             problems.append(("%s %s %s on compute capability %s: vLLM's %s takes only %s (tensor parallel %%(tp)s)"
@@ -198,7 +223,7 @@ def interpret(output: Mapping[str, Any]) -> Dict[str, Any]:
                            tensor_parallel="not checked", why=row.get("not_checked"))
             rows.append(summary)
             continue
-        row_problems, row_notes = _attention_findings(row)
+        row_problems, row_notes = _attention_findings(row, flashinfer_off(output))
         attention = row.get("attention") or []
         backends = {}
         for a in attention:
@@ -245,7 +270,7 @@ def interpret(output: Mapping[str, Any]) -> Dict[str, Any]:
         notes += row_notes
         rows.append(summary)
     return {"vllm": output.get("vllm"), "problems": problems, "notes": notes, "rows": rows,
-            "symbols": list(output.get("symbols") or [])}
+            "symbols": list(output.get("symbols") or []), "flashinfer": dict(output.get("flashinfer") or {})}
 
 
 TABLE_COLUMNS = (("profile", "profile"), ("compute_capability", "CC"), ("status", "status"), ("backend", "backend"),
@@ -254,9 +279,15 @@ TABLE_COLUMNS = (("profile", "profile"), ("compute_capability", "CC"), ("status"
 
 def table(verdict: Mapping[str, Any]) -> str:
     """The rows as a Markdown table, with the vLLM version on top."""
-    lines = ["vLLM %s engine check" % verdict.get("vllm"), "",
-             "| %s |" % " | ".join(title for _key, title in TABLE_COLUMNS),
-             "| %s |" % " | ".join("---" for _column in TABLE_COLUMNS)]
+    fi = verdict.get("flashinfer") or {}
+    lines = ["vLLM %s engine check" % verdict.get("vllm")]
+    if fi:
+        lines.append("FlashInfer %s (flashinfer-cubin %s; nvcc %s; ninja %s)" % (
+            "on" if fi.get("has_flashinfer") else "off", "yes" if fi.get("has_flashinfer_cubin") else "no",
+            fi.get("nvcc") or "none", fi.get("ninja") or "none"))
+    lines += ["",
+              "| %s |" % " | ".join(title for _key, title in TABLE_COLUMNS),
+              "| %s |" % " | ".join("---" for _column in TABLE_COLUMNS)]
     for row in verdict.get("rows") or []:
         lines.append("| %s |" % " | ".join(str(row.get(key, "")) for key, _title in TABLE_COLUMNS))
     return "\n".join(lines)

@@ -35,6 +35,17 @@ ENGINES: Dict[str, Dict[str, Any]] = {
     },
 }
 VERSION = r"^[0-9]+(\.[0-9]+)+([.a-z0-9+]*)$"
+# FlashInfer's precompiled kernels for the CUDA build.  vLLM turns FlashInfer off unless the distribution
+# flashinfer-cubin is installed, or nvcc and ninja are on the service's PATH (vllm/utils/flashinfer.py has_flashinfer);
+# a box with only the NVIDIA driver then has no attention backend for sparse MLA on compute capability 12.x (GLM-5).
+# The role installs flashinfer-cubin pinned to the public version of the flashinfer-python that vLLM pinned, from
+# FlashInfer's index, as FlashInfer's own `install-cubin-wheel` pins it (flashinfer/__main__.py _build_cubin_requirement),
+# with the role's uv (its cache, CA bundle and no downloaded Python).  Not `vllm download-kernels`: vLLM 0.33.0's CLI
+# does not start without a GPU ("Failed to infer device type", like `vllm --version`), it needs a uv on PATH or pip in
+# the venv, takes no index to point at a mirror, and also adds the larger flashinfer-jit-cache; flashinfer-cubin is
+# exactly what vLLM's has_flashinfer_cubin() looks for.  --no-deps: only the kernels change.
+FLASHINFER_PYTHON = "flashinfer-python"
+FLASHINFER_CUBIN = "flashinfer-cubin"
 
 
 def input_problems(v: Mapping[str, Any]) -> List[str]:
@@ -46,7 +57,29 @@ def input_problems(v: Mapping[str, Any]) -> List[str]:
             + (["vllm_venv and vllm_uv_venv must be two different directories, both are %r" % v.get("vllm_venv")]
                if v.get("vllm_venv") is not None and v.get("vllm_venv") == v.get("vllm_uv_venv") else [])
             + (["vllm_extra_packages must be pinned as name==version (or name[extra]==version), got %r" % unpinned]
-               if unpinned else []))
+               if unpinned else [])
+            + (["vllm_flashinfer_index_url is empty: the role installs FlashInfer's kernels (vllm_flashinfer_kernels) "
+                "from that index; give FlashInfer's (https://flashinfer.ai/whl) or a mirror of it, or set "
+                "vllm_flashinfer_kernels to false"]
+               if v.get("vllm_engine") == "cuda" and v.get("vllm_flashinfer_kernels")
+               and not str(v.get("vllm_flashinfer_index_url") or "").strip() else []))
+
+
+def flashinfer_plan(v: Mapping[str, Any]) -> Dict[str, Any]:
+    """Whether the role installs FlashInfer's kernels, and the uv command line without the requirement (the version
+    is the installed flashinfer-python's, read on the node after vLLM is installed)."""
+    out: Dict[str, Any] = {"install": False, "why": "", "python": FLASHINFER_PYTHON, "cubin": FLASHINFER_CUBIN,
+                           "install_argv": []}
+    if v["vllm_engine"] != "cuda":
+        out["why"] = "vllm_engine %s: its build has no FlashInfer (vllm_flashinfer_kernels is ignored)" % v["vllm_engine"]
+    elif not v["vllm_flashinfer_kernels"]:
+        out["why"] = ("vllm_flashinfer_kernels is false: FlashInfer's kernels are not installed, so vLLM turns FlashInfer "
+                      "off unless the service's PATH has nvcc and ninja (no attention backend for GLM-5 on RTX PRO 6000)")
+    else:
+        out["install"] = True
+        out["install_argv"] = [v["vllm_uv_venv"] + "/bin/uv", "pip", "install", "--python", v["vllm_venv"] + "/bin/python",
+                               "--no-deps", "--index-url", str(v["vllm_flashinfer_index_url"]).strip()]
+    return out
 
 
 def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
@@ -74,7 +107,11 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
         install += ["--index-url", v["vllm_index_url"]]
     tls = {"SSL_CERT_FILE": v["vllm_ca_bundle"], "PIP_CERT": v["vllm_ca_bundle"]} if v["vllm_ca_bundle"] else {}
     uv_env = dict({"UV_PYTHON_DOWNLOADS": "never", "UV_CACHE_DIR": v["vllm_uv_cache_dir"]}, **tls)
+    flashinfer = flashinfer_plan(v)
     return {"plan": {"engine": dict(engine, name=v["vllm_engine"]), "expected": expected, "uv_files": uv_files,
                      "install_argv": install, "tls_env": tls, "uv_env": uv_env,
-                     "apt": ["python3-venv"] + list(engine.get("apt") or [])},
-            "outcome": "vllm: %s %s in %s" % (engine["package"], version, v["vllm_venv"])}
+                     "apt": ["python3-venv"] + list(engine.get("apt") or []), "flashinfer": flashinfer},
+            "outcome": "vllm: %s %s in %s; %s" % (
+                engine["package"], version, v["vllm_venv"],
+                "FlashInfer's kernels (%s) from %s" % (FLASHINFER_CUBIN, flashinfer["install_argv"][-1])
+                if flashinfer["install"] else "no FlashInfer kernels (%s)" % flashinfer["why"])}

@@ -76,13 +76,16 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
                           required, engine)
     ccs = unit["model_settings"]["compute_capabilities"]
     recorded = engine_rules.recorded_problems(profile, ccs, v["vllm_service_extra_args"], engine,
-                                              str(v["vllm_service_profile"]))
+                                              str(v["vllm_service_profile"]),
+                                              engine_rules.flashinfer_condition(v["vllm_flashinfer_kernels"],
+                                                                                unit["environment"]))
     found["problems"] += recorded["problems"]
     found["warnings"] += recorded["warnings"]
     # No GPU read and none required: no unit that would claim a tensor-parallel size over 0 GPUs.
     unit["install"] = bool(int(facts.get("count") or 0) or engine == "cpu")
     unit["profile"] = profile
-    unit["engine_check"] = engine_rules.check_plan(v, profile, ccs, tp, ctx.get("model_weights_config"))
+    unit["engine_check"] = engine_rules.check_plan(v, profile, ccs, tp, ctx.get("model_weights_config"),
+                                                   unit["environment"])
     if not unit["install"]:
         unit["start"], unit["why_not_started"] = False, "no GPU read: no unit written"
         unit["canary"]["run"] = False

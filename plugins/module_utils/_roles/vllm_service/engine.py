@@ -63,6 +63,24 @@ RECORDED: Dict[Tuple[str, int], Dict[str, Any]] = {
         "cc": "12.0", "picked": ("FLASH_ATTN",), "takes": ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3"),
         "complete": False, "others": {}},
 }
+# The same check without FlashInfer's kernels: no flashinfer-cubin and no ninja on the unit's PATH, so vLLM turns
+# FlashInfer off (has_flashinfer() false), as on a box with only the NVIDIA driver:
+# tests/fixtures/vllm/engine-check-0.33.0-no-kernels.json (REAL).  RECORDED above was recorded with FlashInfer's kernels
+# (VLLM_HAS_FLASHINFER_CUBIN=1 standing in for the flashinfer-cubin wheel the vllm role installs).  Only the entries
+# where the condition matters: where vLLM picks other backends than in RECORDED, or picks a FlashInfer backend anyway
+# (it needs the kernels when it runs).  `picked` empty: no backend at all, whatever the dtype; `others`: vLLM's reasons.
+RECORDED_WITHOUT_KERNELS_IN = "tests/fixtures/vllm/engine-check-%s-no-kernels.json" % RECORDED_VLLM
+RECORDED_WITHOUT_KERNELS: Dict[Tuple[str, int], Dict[str, Any]] = {
+    ("sparse_mla", 10): {"cc": "10.0", "picked": ("FLASHMLA_SPARSE", "FLASHINFER_MLA_SPARSE"), "others": {}},
+    ("sparse_mla", 12): {
+        "cc": "12.0", "picked": (),
+        "others": {"FLASHINFER_MLA_SPARSE_SM120": "FLASHINFER_MLA_SPARSE_SM120 requires FlashInfer's sparse MLA decode API",
+                   "TRITON_MLA": "sparse not supported"}},
+    ("mla", 10): {"cc": "10.0", "picked": ("FLASHINFER_MLA",), "others": {}},
+    ("gqa", 10): {"cc": "10.0", "picked": ("FLASHINFER",), "others": {}},
+}
+# The vllm role's option that installs the kernels (roles/vllm, plugins/module_utils/_roles/vllm.py).
+KERNELS_VAR = "vllm_flashinfer_kernels"
 ATTENTION_NAMES = {"sparse_mla": "sparse MLA", "mla": "MLA", "gqa": "GQA"}
 VAR = model_profile.PROFILE_VAR
 CHECK_VAR = "vllm_service_engine_check"
@@ -81,14 +99,58 @@ def _where(label: str, key: str) -> str:
     return "%s %s %s" % (VAR, label, key)
 
 
+def flashinfer_condition(kernels: Any, unit_environment: Optional[Mapping[str, Any]]) -> str:
+    """Whether vLLM will have FlashInfer where the unit runs it: 'installed' (the vllm role installs its kernels, or the
+    unit sets VLLM_HAS_FLASHINFER_CUBIN, vLLM's own switch for kernels installed another way), 'toolkit' (the unit
+    names a CUDA toolkit or its own PATH: nvcc and ninja may be there, which only the node can tell) or 'absent'."""
+    env = dict(unit_environment or {})
+    try:
+        switch = int(str(env.get("VLLM_HAS_FLASHINFER_CUBIN", "0")).strip() or "0")
+    except ValueError:
+        switch = 0
+    if kernels or switch:
+        return "installed"
+    if any(env.get(name) for name in ("CUDA_HOME", "CUDA_PATH", "PATH")):
+        return "toolkit"
+    return "absent"
+
+
+def _without_kernels(where: str, kv: str, cc: str, attention: str, condition: str) -> Tuple[List[str], List[str]]:
+    """What the recording without FlashInfer's kernels says for this attention type on `cc`: (problems, warnings)."""
+    entry = RECORDED_WITHOUT_KERNELS.get((attention, _major(cc) or -1))
+    if entry is None or condition == "installed":
+        return [], []
+    if condition == "toolkit":
+        return [], ["%s %s on compute capability %s: not checked by the engine before the unit: %s is false and the unit's "
+                    "environment names a CUDA toolkit or a PATH, so whether vLLM has FlashInfer (nvcc and ninja) shows "
+                    "only on the node; the role's engine check asks the installed vLLM there" % (where, kv, cc, KERNELS_VAR)]
+    if not entry["picked"]:
+        return ["%s %s on compute capability %s: %s is false, and without FlashInfer's kernels vLLM %s has no %s "
+                "attention backend there (%s): vLLM turns FlashInfer off when flashinfer-cubin is not installed and "
+                "no CUDA toolkit (nvcc) with ninja is on the unit's PATH, and vLLM stops at startup (its engine check "
+                "without the kernels, recorded in %s). Set %s to true (the vllm role installs flashinfer-cubin), or "
+                "run `vllm download-kernels` in the vLLM venv and set VLLM_HAS_FLASHINFER_CUBIN=1 in "
+                "vllm_service_environment."
+                % (where, kv, cc, KERNELS_VAR, RECORDED_VLLM, ATTENTION_NAMES[attention],
+                   "; ".join("%s: %s" % item for item in sorted(entry["others"].items())),
+                   RECORDED_WITHOUT_KERNELS_IN, KERNELS_VAR)], []
+    flashinfer = [b for b in entry["picked"] if b.startswith("FLASHINFER")]
+    return [], ["%s %s on compute capability %s: %s is false; without FlashInfer's kernels vLLM %s picks %s (recorded in "
+                "%s)%s" % (where, kv, cc, KERNELS_VAR, RECORDED_VLLM, ", ".join(entry["picked"]),
+                           RECORDED_WITHOUT_KERNELS_IN,
+                           ", a FlashInfer backend, which needs the kernels when it runs" if flashinfer else "")]
+
+
 def recorded_problems(profile: Mapping[str, Any], ccs: Sequence[str], extra_args: Sequence[str], engine: str,
-                      label: str) -> Dict[str, List[str]]:
+                      label: str, flashinfer: str = "installed") -> Dict[str, List[str]]:
     """What the recorded engine check says vLLM refuses for this profile on GPUs of `ccs`: {problems, warnings}.
 
     A KV cache dtype that no backend takes for the profile's attention type where the recording holds every backend
     vLLM accepts (sparse MLA and MLA on 12.x) is a problem, in the words of the engine check
     (module_utils/_engine/verdict.py); one outside what the recorded backends take elsewhere, an attention type the
     profile does not name, or a capability the recording does not cover is a warning: not checked by the engine.
+    `flashinfer` is flashinfer_condition's answer: without FlashInfer's kernels ('absent') the recording without them
+    applies first, and a capability where it leaves no backend at all is a problem naming vllm_flashinfer_kernels.
     vLLM's CPU build (vllm_engine cpu) has none of the CUDA backends: nothing to say."""
     out: Dict[str, List[str]] = {"problems": [], "warnings": []}
     if engine == "cpu" or not ccs:
@@ -113,7 +175,10 @@ def recorded_problems(profile: Mapping[str, Any], ccs: Sequence[str], extra_args
                 % (where, kv, cc, RECORDED_VLLM, ATTENTION_NAMES[attention],
                    ", ".join(e["cc"] for (a, _m), e in sorted(RECORDED.items(), key=lambda i: i[0][1]) if a == attention)))
             continue
-        if kv in entry["takes"]:
+        problems, warnings = _without_kernels(where, kv, cc, attention, flashinfer)
+        out["problems"] += problems
+        out["warnings"] += warnings
+        if problems or kv in entry["takes"]:
             continue
         picked, takes = ", ".join(entry["picked"]), ", ".join(entry["takes"])
         if entry["complete"]:
@@ -140,10 +205,11 @@ def profile_file(value: Any) -> str:
 
 
 def check_plan(v: Mapping[str, Any], profile: Mapping[str, Any], ccs: Sequence[str], tensor_parallel_size: int,
-               config: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+               config: Optional[Mapping[str, Any]], unit_environment: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
     """Whether the role runs module vllm_engine_check before the unit, and its arguments: the deployed profile on this
-    host's compute capabilities at the unit's tensor-parallel size, with the unit's extra arguments and the staged
-    weights' config.json where there is one."""
+    host's compute capabilities at the unit's tensor-parallel size, with the unit's extra arguments, the unit's
+    Environment= values (the module asks vLLM with those over systemd's default PATH, as the unit runs it) and the
+    staged weights' config.json where there is one."""
     label = str(v[VAR])
     plan: Dict[str, Any] = {
         "run": False, "why": "", "python": "%s/bin/python" % v["vllm_venv"],
@@ -151,6 +217,7 @@ def check_plan(v: Mapping[str, Any], profile: Mapping[str, Any], ccs: Sequence[s
                       "config": dict(config or {})}],
         "compute_capabilities": list(ccs), "tensor_parallel_sizes": [int(tensor_parallel_size)],
         "extra_args": list(v["vllm_service_extra_args"] or []),
+        "environment": dict(unit_environment or {}),
     }
     if v["vllm_engine"] == "cpu":
         plan["why"] = "vllm_engine cpu: vLLM's CPU build has no CUDA attention backends to ask"

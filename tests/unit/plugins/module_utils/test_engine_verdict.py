@@ -82,8 +82,35 @@ def test_the_recorded_runs_checked_what_the_shipped_profiles_ask_for_now():
 
 
 def test_the_recorded_runs_used_the_symbols_the_script_names():
-    for version in ("0.33.0", "0.34.0"):
+    for version in ("0.33.0", "0.34.0", "0.33.0-no-kernels", "0.34.0-no-kernels"):
         assert recorded(version)["symbols"] == ["%s:%s" % s for s in script.SYMBOLS]
+    # vLLM's own answers on FlashInfer are among them: an upgrade that drops them fails loudly.
+    assert ("vllm.utils.flashinfer", "has_flashinfer") in script.SYMBOLS
+    assert ("vllm.utils.flashinfer", "has_flashinfer_cubin") in script.SYMBOLS
+
+
+@pytest.mark.parametrize("version", ["0.33.0", "0.34.0"])
+def test_without_flashinfers_kernels_glm5_has_no_backend_on_12_0_and_the_problem_names_the_cause(version):
+    """Recorded without flashinfer-cubin and without ninja on PATH: vLLM turns FlashInfer off.  GLM-5 on 12.0 is then
+    refused, and the problem says why in the operator's words; FlashInfer backends picked anyway (10.0) are notes;
+    every other row is what the recording with the kernels says."""
+    without, kernels = ev.interpret(recorded(version + "-no-kernels")), ev.interpret(recorded(version))
+    assert ev.flashinfer_off(recorded(version + "-no-kernels")) and not ev.flashinfer_off(recorded(version))
+    glm5 = [p for p in without["problems"] if p.startswith("vllm_service_profile glm5 (")]
+    assert len(glm5) == 1 and "FLASHINFER_MLA_SPARSE_SM120 requires FlashInfer's sparse MLA decode API" in glm5[0]
+    assert glm5[0].endswith("(tensor parallel 1, 2, 4, 8). " + ev.FLASHINFER_OFF)
+    assert (row(without, "glm5", "12.0")["status"], row(without, "glm5", "12.0")["backend"]) == ("problem", "none")
+    picked_anyway = {(r["profile"], r["compute_capability"]) for r in without["rows"]
+                     if any("a FlashInfer backend, although FlashInfer is off" in n and "(%s)" % r["file"] in n
+                            and "compute capability %s:" % r["compute_capability"] in n for n in without["notes"])}
+    assert picked_anyway == {("glm5", "10.0"), ("glm5_bf16", "10.0"), ("kimi_k25", "10.0"), ("minimax_m25", "10.0")}
+    assert row(without, "kimi_k25", "10.0")["backend"] == "FLASHINFER_MLA"
+    assert row(without, "kimi_k25", "10.0")["status"] == "uncertain"
+    same = [(r["profile"], r["compute_capability"]) for r in without["rows"]
+            if r == row(kernels, r["profile"], r["compute_capability"])]
+    assert sorted(same) == [("glm5_bf16", "12.0"), ("kimi_k25", "12.0"), ("kimi_k25", "9.0"), ("minimax_m25", "12.0"),
+                            ("minimax_m25", "9.0")]
+    assert ev.table(without).splitlines()[1].startswith("FlashInfer off (flashinfer-cubin no;")
 
 
 def test_build_request_applies_constraints_per_capability_and_reads_config_json():

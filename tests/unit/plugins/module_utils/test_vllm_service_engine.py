@@ -219,19 +219,41 @@ def venv(tmp_path, version="0.33.0"):
     return str(python)
 
 
-class Engine(object):
-    """Stands in for AnsibleModule.run_command running _engine/check.py: answers from the recording, keeping the rows
-    the request asks for (as the script would), and counts its calls."""
+def split_env(argv):
+    """`env -i K=V ... python script`: the environment and the rest."""
+    assert argv[:2] == [node.ENV_COMMAND, "-i"], argv
+    rest = argv[2:]
+    env = {}
+    while "=" in rest[0]:
+        name, _eq, value = rest.pop(0).partition("=")
+        env[name] = value
+    python, script = rest
+    return {"env": env, "python": python, "script": script}
 
-    def __init__(self):
+
+def recorded_without_kernels():
+    with open(os.path.join(REPO, engine.RECORDED_WITHOUT_KERNELS_IN)) as f:
+        return json.load(f)
+
+
+class Engine(object):
+    """Stands in for AnsibleModule.run_command running _engine/check.py: answers from a recording (`recording`, the
+    one with FlashInfer's kernels by default), keeping the rows the request asks for (as the script would), and counts
+    its calls."""
+
+    def __init__(self, recording=recorded):
         self.calls = []
+        self.recording = recording
 
     def __call__(self, argv, data=None, environ_update=None, cwd=None):
         request = json.loads(data)
-        self.calls.append({"argv": argv, "request": request, "env": environ_update, "script": open(argv[1]).read()})
+        env_argv = split_env(argv)
+        self.calls.append({"argv": argv, "request": request, "env": env_argv["env"], "python": env_argv["python"],
+                           "script": open(env_argv["script"]).read(), "environ_update": environ_update})
         wanted = {(s["profile"], c["compute_capability"]): s["file"] for s in request["profiles"] for c in s["checks"]}
-        out = dict(recorded(), results=[dict(r, file=wanted[(r["profile"], r["compute_capability"])])
-                                        for r in recorded()["results"] if (r["profile"], r["compute_capability"]) in wanted])
+        doc = self.recording()
+        out = dict(doc, results=[dict(r, file=wanted[(r["profile"], r["compute_capability"])])
+                                 for r in doc["results"] if (r["profile"], r["compute_capability"]) in wanted])
         return 0, "INFO vLLM says hello\n" + ev.LINE_PREFIX + json.dumps(out) + "\n", "WARNING no GPU\n"
 
 
@@ -267,11 +289,14 @@ def test_a_refusal_fails_with_the_engines_reason_and_the_next_run_reads_the_reco
                                     "(profiles/glm5.yml) %s bfloat16 on compute capability 12.0: %s" % (BF16_KEY, ENGINE_REASON))
     assert [r["status"] for r in result["rows"]] == ["problem"] and result["table"].startswith("vLLM 0.33.0 engine check")
     call = run.calls[0]
-    assert call["argv"][0] == python and call["script"].startswith("# -*- coding: utf-8 -*-")
-    # No GPU, no download, the bytecode beside the records and never in the venv (also when the caller's environment
-    # says to write none: empty is unset for Python).
-    assert call["env"] == {"CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "",
+    assert call["python"] == python and call["script"].startswith("# -*- coding: utf-8 -*-")
+    # The unit's environment and nothing of the module's (env -i): systemd's default PATH; no GPU, no download, the
+    # bytecode beside the records and never in the venv (also when the caller's environment says to write none: empty
+    # is unset for Python).
+    assert call["env"] == {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin", "CUDA_VISIBLE_DEVICES": "",
+                           "HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "",
                            "PYTHONPYCACHEPREFIX": str(tmp_path / "records" / "bytecode")}
+    assert call["environ_update"] is None
     assert call["request"] == result["request"]
     assert os.path.isfile(result["record"])
     again = node.engine_check(params(python, tmp_path), run, check_mode=False)
@@ -340,3 +365,133 @@ def test_the_record_name_follows_everything_the_answer_depends_on():
     assert base != node.record_name("/opt/vllm/venv/bin/python", request, ["vllm-0.34.0.dist-info"])
     assert base != node.record_name("/opt/vllm/venv/bin/python", {"profiles": []}, ["vllm-0.33.0.dist-info"])
     assert base != node.record_name("/srv/venv/bin/python", request, ["vllm-0.33.0.dist-info"])
+    assert base != node.record_name("/opt/vllm/venv/bin/python", request, ["vllm-0.33.0.dist-info"],
+                                    {"PATH": node.SYSTEMD_PATH, "CUDA_HOME": "/usr/local/cuda"})
+
+
+# --- FlashInfer's kernels: the condition vLLM is asked under ---------------------------------------------------------
+
+NO_KERNELS_REASON = ("FLASHINFER_MLA_SPARSE_SM120: FLASHINFER_MLA_SPARSE_SM120 requires FlashInfer's sparse MLA decode "
+                     "API; TRITON_MLA: sparse not supported")
+
+
+def test_the_recordings_carry_their_condition():
+    """engine-check-0.33.0.json was asked with FlashInfer's kernels (VLLM_HAS_FLASHINFER_CUBIN=1 standing in for the
+    wheel), the -no-kernels one without them and without ninja on PATH; vLLM's own answers say which it was."""
+    kernels, without = recorded(), recorded_without_kernels()
+    assert kernels["vllm"] == without["vllm"] == engine.RECORDED_VLLM
+    assert kernels["condition"]["name"] == "kernels"
+    assert kernels["condition"]["environment"]["VLLM_HAS_FLASHINFER_CUBIN"] == "1"
+    assert (kernels["flashinfer"]["has_flashinfer"], kernels["flashinfer"]["has_flashinfer_cubin"]) == (True, True)
+    assert without["condition"]["name"] == "no-kernels"
+    assert "VLLM_HAS_FLASHINFER_CUBIN" not in without["condition"]["environment"]
+    state = without["flashinfer"]
+    assert (state["installed"], state["has_flashinfer"], state["has_flashinfer_cubin"], state["ninja"]) == (
+        True, False, False, None)
+
+
+def test_the_table_without_kernels_is_what_the_recording_without_them_says():
+    """Each entry from the rows with kv_cache_dtype auto where the condition matters: other picks than with the kernels,
+    or a FlashInfer backend picked anyway; with no backend at all, vLLM's reasons."""
+    derived = {}
+    for row in recorded_without_kernels()["results"]:
+        if row["kv_cache_dtype"] != "auto":
+            continue
+        key = (row["attention_type"], int(row["compute_capability"].split(".")[0]))
+        picked = tuple(dict.fromkeys(a["backend"] for a in row["attention"] if a["backend"]))
+        if picked == engine.RECORDED[key]["picked"] and not any(b.startswith("FLASHINFER") for b in picked):
+            continue
+        others = {}
+        if not picked:
+            for a in row["attention"]:
+                for backend, reasons in a["refused"].items():
+                    others.setdefault(backend, set()).update(reasons)
+        entry = {"cc": row["compute_capability"], "picked": picked,
+                 "others": {b: ", ".join(sorted(r)) for b, r in others.items()}}
+        assert derived.setdefault(key, entry) == entry, key
+    assert derived == engine.RECORDED_WITHOUT_KERNELS
+
+
+def test_glm5_on_rtx_pro_6000_without_flashinfers_kernels_is_refused_naming_the_option_and_the_engines_reason():
+    result = planned(shipped_profile("glm5"), vllm_flashinfer_kernels=False)
+    assert len(result["problems"]) == 1
+    problem = result["problems"][0]
+    assert problem.startswith("vllm_service: vllm_service_profile glm5 %s auto on compute capability 12.0: "
+                              "vllm_flashinfer_kernels is false, and without FlashInfer's kernels vLLM 0.33.0 has no "
+                              "sparse MLA attention backend there (%s)" % (BF16_KEY, NO_KERNELS_REASON))
+    assert "recorded in tests/fixtures/vllm/engine-check-0.33.0-no-kernels.json" in problem
+    assert "Set vllm_flashinfer_kernels to true" in problem
+    # The kernels installed by the vllm role (the default), or kernels the unit says it has (vLLM's own switch): passes.
+    assert planned(shipped_profile("glm5"))["problems"] == []
+    assert planned(shipped_profile("glm5"), vllm_flashinfer_kernels=False,
+                   vllm_service_environment={"VLLM_HAS_FLASHINFER_CUBIN": "1"})["problems"] == []
+    # A toolkit the unit names: only the node can tell (nvcc and ninja), a warning, never a pass.
+    toolkit = planned(shipped_profile("glm5"), vllm_flashinfer_kernels=False,
+                      vllm_service_environment={"CUDA_HOME": "/usr/local/cuda"})
+    assert toolkit["problems"] == []
+    assert any("not checked by the engine before the unit: vllm_flashinfer_kernels is false" in w
+               for w in toolkit["warnings"])
+    # What has a backend without FlashInfer is not refused: Kimi-K2.5 (MLA) on 12.0 gets TRITON_MLA either way.
+    assert planned(shipped_profile("kimi_k25"), name="kimi_k25", vllm_flashinfer_kernels=False)["problems"] == []
+
+
+def test_without_kernels_a_flashinfer_backend_picked_anyway_is_a_warning():
+    out = engine.recorded_problems(shipped_profile("kimi_k25"), ["10.0"], [], "cuda", "kimi_k25", "absent")
+    assert out["problems"] == []
+    assert out["warnings"] == [
+        "vllm_service_profile kimi_k25 kv_cache_dtype auto on compute capability 10.0: vllm_flashinfer_kernels is false; "
+        "without FlashInfer's kernels vLLM 0.33.0 picks FLASHINFER_MLA (recorded in "
+        "tests/fixtures/vllm/engine-check-0.33.0-no-kernels.json), a FlashInfer backend, which needs the kernels when "
+        "it runs"]
+    assert engine.recorded_problems(shipped_profile("kimi_k25"), ["10.0"], [], "cuda", "kimi_k25", "installed") == {
+        "problems": [], "warnings": []}
+
+
+def test_the_flashinfer_condition_follows_vllms_own_switch():
+    assert engine.flashinfer_condition(True, {}) == "installed"
+    assert engine.flashinfer_condition(False, {"VLLM_HAS_FLASHINFER_CUBIN": "1"}) == "installed"
+    assert engine.flashinfer_condition(False, {"VLLM_HAS_FLASHINFER_CUBIN": "0"}) == "absent"
+    assert engine.flashinfer_condition(False, {"VLLM_HAS_FLASHINFER_CUBIN": "yes"}) == "absent"
+    assert engine.flashinfer_condition(False, {"CUDA_PATH": "/opt/cuda"}) == "toolkit"
+    assert engine.flashinfer_condition(False, {"HF_HOME": "/var/cache/vllm/huggingface"}) == "absent"
+
+
+def test_the_node_check_gets_the_units_environment():
+    result = planned(shipped_profile("glm5"), vllm_service_engine_check=True,
+                     vllm_service_environment={"CUDA_HOME": "/usr/local/cuda-13.0"})
+    check = result["plan"]["engine_check"]
+    assert check["environment"] == result["plan"]["environment"]
+    assert check["environment"]["CUDA_HOME"] == "/usr/local/cuda-13.0"
+    assert check["environment"]["HF_HOME"] == "/var/cache/vllm/huggingface"
+
+
+def test_the_engine_is_asked_in_the_units_environment_never_the_modules(tmp_path, monkeypatch):
+    """What the module's own environment holds (a login shell's CUDA_HOME, a VLLM_ switch, another PATH) never
+    reaches vLLM: it is started through env -i with systemd's default PATH and the unit's values."""
+    monkeypatch.setenv("VLLM_HAS_FLASHINFER_CUBIN", "1")
+    monkeypatch.setenv("CUDA_HOME", "/usr/local/cuda")
+    monkeypatch.setenv("PATH", "/root/bin:/usr/bin")
+    python, run = venv(tmp_path), Engine()
+    unit_env = {"HF_HOME": "/var/cache/vllm/huggingface", "NCCL_P2P_LEVEL": "SYS"}
+    node.engine_check(params(python, tmp_path, environment=unit_env), run, check_mode=False)
+    env = run.calls[0]["env"]
+    assert env["PATH"] == node.SYSTEMD_PATH == "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin"
+    assert (env["HF_HOME"], env["NCCL_P2P_LEVEL"]) == ("/var/cache/vllm/huggingface", "SYS")
+    assert "CUDA_HOME" not in env and "VLLM_HAS_FLASHINFER_CUBIN" not in env
+    assert (env["CUDA_VISIBLE_DEVICES"], env["HF_HUB_OFFLINE"]) == ("", "1")
+    # The unit's own PATH wins, as in systemd; another environment is another question (no record reused).
+    node.engine_check(params(python, tmp_path, environment={"PATH": "/opt/cuda/bin:/usr/bin"}), run, check_mode=False)
+    assert len(run.calls) == 2 and run.calls[1]["env"]["PATH"] == "/opt/cuda/bin:/usr/bin"
+
+
+def test_without_kernels_the_node_says_flashinfer_is_off_and_how_to_fix_it(tmp_path):
+    python, run = venv(tmp_path), Engine(recorded_without_kernels)
+    result = node.engine_check(params(python, tmp_path, name="glm5", profile=shipped_profile("glm5")), run, False)
+    assert result["failed"] and len(result["problems"]) == 1
+    assert "FLASHINFER_MLA_SPARSE_SM120 requires FlashInfer's sparse MLA decode API" in result["problems"][0]
+    assert result["problems"][0].endswith(ev.FLASHINFER_OFF)
+    assert "vllm_flashinfer_kernels: true" in ev.FLASHINFER_OFF and "vllm download-kernels" in ev.FLASHINFER_OFF
+    assert result["table"].splitlines()[1] == "FlashInfer off (flashinfer-cubin no; nvcc /usr/local/bin/nvcc; ninja none)"
+    with_kernels = node.engine_check(params(python, tmp_path, name="glm5", profile=shipped_profile("glm5"), cache=False),
+                                     Engine(), False)
+    assert not with_kernels["failed"] and with_kernels["table"].splitlines()[1].startswith("FlashInfer on")
