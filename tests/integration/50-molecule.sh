@@ -7,5 +7,12 @@
 # downloaded once per machine, not once per node.
 set -euo pipefail
 start=$SECONDS
-molecule test
+# tests/run sets MOEOPS_MONITORING_LIVE_NODE when 51-monitoring-live.sh runs after this: the nodes stay for it, and it
+# destroys them.
+if [ -n "${MOEOPS_MONITORING_LIVE_NODE:-}" ]; then
+  molecule test --destroy never
+  echo "molecule default's nodes kept for 51-monitoring-live.sh ($MOEOPS_MONITORING_LIVE_NODE)"
+else
+  molecule test
+fi
 echo "molecule test: $((SECONDS - start)) s"

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 """TEST DOUBLE of NVIDIA's dcgm-exporter, for the simulated node, which has no GPU, no DCGM and cannot reach NVIDIA's
-repository. tests/integration/53-monitoring-live.sh installs it as /usr/bin/dcgm-exporter so that the monitoring
+repository. tests/integration/51-monitoring-live.sh installs it as /usr/bin/dcgm-exporter so that the monitoring
 role's own unit (nvidia-dcgm-exporter.service: its sandbox, its listen address, its allowlist) and its counters file
 run for real under systemd and Prometheus scrapes them.
 

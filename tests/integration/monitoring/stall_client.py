@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""Stop the engine while a request runs, from the process that reads the request (53-monitoring-live.sh).
+"""Stop the engine while a request runs, from the process that reads the request (51-monitoring-live.sh).
 
     stall_client.py URL MODEL ENGINE_PID OUT
 

@@ -3,7 +3,7 @@
 plan its check works out (the role_plan step) (on loopback, and on a node address with an allowlist): every line a directive systemd
 reads as one, the listen address and the allowlist where they belong, the sandbox in every unit, and none of the
 combinations this collection measured to fail. systemd itself checks them on the simulated node
-(tests/integration/53-monitoring-live.sh: systemd-analyze verify and security, then they run)."""
+(tests/integration/51-monitoring-live.sh: systemd-analyze verify and security, then they run)."""
 from __future__ import annotations
 
 import os

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # The monitoring role on a simulated node where the real engine serves (vLLM's CPU build, the tiny test model):
 #
-#   tests/integration/53-monitoring-live.sh NODE   # a node playbooks/sim_node.yml + playbooks/deploy.yml brought up
-#   tests/integration/53-monitoring-live.sh        # brings up its own (moeops-mon53), about 5 minutes more, removes it
+#   tests/integration/51-monitoring-live.sh NODE   # a node playbooks/sim_node.yml + playbooks/deploy.yml brought up
+#   tests/integration/51-monitoring-live.sh        # brings up its own (moeops-mon51), about 5 minutes more, removes it
+#
+# In tests/run, NODE is molecule default's Debian 12 node (MOEOPS_MONITORING_LIVE_NODE=moeops-mol-bookworm): its
+# converge is the README's main job, so this test does not deploy the same thing a second time. 50-molecule.sh then
+# keeps its nodes (molecule test --destroy never), and this test destroys them (molecule destroy) when it ends.
 #
 # 1. A P2P gate is recorded for real (two gloo ranks: the node runs tensor-parallel 1, where no gate runs) and the
 #    dcgm-exporter TEST DOUBLE (monitoring/dcgm_exporter_test_double.py, the node has no GPU nor NVIDIA's repository)
@@ -21,8 +25,10 @@ repo=$PWD
 here=$repo/tests/integration/monitoring
 work=$(mktemp -d)
 suffix=${MOEOPS_NODE_SUFFIX:-}
-node=${1:-}
+node=${1:-${MOEOPS_MONITORING_LIVE_NODE:-}}
 own=false
+molecule_node=false
+[ -n "${1:-}" ] || [ -z "${MOEOPS_MONITORING_LIVE_NODE:-}" ] || molecule_node=true
 allowed=moeops-mon-client-ok$suffix
 denied=moeops-mon-client-no$suffix
 engine_pid=""
@@ -40,10 +46,11 @@ cleanup() {
   [ -z "$keepalive" ] || { kill "$keepalive"; wait "$keepalive"; } 2>/dev/null
   podman rm -f "$allowed" "$denied" >/dev/null 2>&1
   ! $own || podman rm -f "$node" >/dev/null 2>&1
+  ! $molecule_node || molecule destroy -s default >/dev/null 2>&1 || echo "molecule destroy -s default failed"
   rm -rf "$work"
 }
 trap cleanup EXIT
-trap 'echo "53-monitoring-live: failed at line $LINENO: $BASH_COMMAND"' ERR
+trap 'echo "51-monitoring-live: failed at line $LINENO: $BASH_COMMAND"' ERR
 
 # The inventory: the sim inventory's group variables, this node.
 inventory() {
@@ -74,7 +81,7 @@ keep_cgroup() {
   done
 }
 
-[ -n "$node" ] || { own=true; node=moeops-mon53$suffix; }
+[ -n "$node" ] || { own=true; node=moeops-mon51$suffix; }
 if [ -d /sys/fs/cgroup/systemd/libpod_parent ]; then
   keep_cgroup &
   keepalive=$!
@@ -91,6 +98,7 @@ else
   inventory "$node"
 fi
 podman container exists "$node" || { echo "no container $node"; exit 1; }
+! $molecule_node || echo "node $node: molecule default's Debian 12 node, converged by 50-molecule.sh (destroyed at the end)"
 
 net=$(podman inspect "$node" --format '{{range $k, $v := .NetworkSettings.Networks}}{{$k}} {{end}}' | awk '{print $1}')
 ip=$(podman inspect "$node" --format "{{(index .NetworkSettings.Networks \"$net\").IPAddress}}")
@@ -107,7 +115,7 @@ echo "node $node at $ip on $net; allowlisted client $allowed_ip, other client $d
 ansible-playbook -i "$work/inventory" "$here/p2p_gate.yml" > "$work/gate.log" 2>&1 || { tail -30 "$work/gate.log"; exit 1; }
 podman exec "$node" mkdir -p /usr/local/lib/moeops-test
 podman cp "$here/dcgm_exporter_test_double.py" "$node:/usr/local/lib/moeops-test/dcgm_exporter_test_double.py"
-podman exec "$node" sh -c 'printf "#!/bin/sh\n# TEST DOUBLE of dcgm-exporter (tests/integration/53-monitoring-live.sh)\nexec /usr/bin/python3 /usr/local/lib/moeops-test/dcgm_exporter_test_double.py \"\$@\"\n" > /usr/bin/dcgm-exporter && chmod 0755 /usr/bin/dcgm-exporter'
+podman exec "$node" sh -c 'printf "#!/bin/sh\n# TEST DOUBLE of dcgm-exporter (tests/integration/51-monitoring-live.sh)\nexec /usr/bin/python3 /usr/local/lib/moeops-test/dcgm_exporter_test_double.py \"\$@\"\n" > /usr/bin/dcgm-exporter && chmod 0755 /usr/bin/dcgm-exporter'
 
 # 2. The role, with the node's own Prometheus. The node has no CAP_NET_ADMIN (playbooks/sim_node.yml), so nft cannot
 # load the role's table there (monitoring_firewall false; 63-monitoring.sh checks the rendered table with nft -c):
@@ -204,4 +212,4 @@ done
 state=$(podman exec "$node" cat /tmp/moeops-stall.txt)
 echo "$state" | grep -q '^done .*, 1900 tokens$' || { echo "after SIGCONT the request did not finish whole: $state"; exit 1; }
 echo "RESULT after SIGCONT the request finished ($(echo "$state" | sed -n 's/^done //p')), /health $(podman exec "$node" curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:8000/health)"
-echo "53-monitoring-live: $((SECONDS - start)) s"
+echo "51-monitoring-live: $((SECONDS - start)) s"
