@@ -264,14 +264,21 @@ def drain_report(what, record, wall0, restart_at):
     return refused, first_ok_after
 
 
+def whole_streams(record):
+    """The streams of a drain_client.py record that were accepted (200): each must have got every token, with no
+    error, to the end."""
+    accepted = [s for s in record["streams"] if s["status"] == 200]
+    for stream in accepted:
+        assert stream["error"] is None and stream["tokens"] == STREAM_TOKENS and stream["done"], record["streams"]
+    return accepted
+
+
 def drained_streams(record, restart_at):
     """The streams the front let through (drain_client.py relays them until the front refuses one): each got every
     token with no error; whether one was still streaming when the restart began (SIGTERM) is printed. A stream begun
     after the drain flag got the front's 503 and nothing else."""
-    old = [s for s in record["streams"] if s["status"] == 200]
+    old = whole_streams(record)
     assert old, record["streams"]
-    for stream in old:
-        assert stream["error"] is None and stream["tokens"] == STREAM_TOKENS and stream["done"], record["streams"]
     assert all(s["status"] == 503 and not s["tokens"] for s in record["streams"] if s["status"] != 200), record["streams"]
     in_flight = [s for s in old if s["start"] < restart_at < s["last_token"]]
     # Printed only: the front's refusals end its relay at the drain flag, 7 to 11 s of the play's tasks before the
@@ -285,9 +292,7 @@ def spanned_sigterm(record, restart_at):
     """The streams straight to vLLM (direct_drain_client): each one vLLM accepted got every token with no error, and
     at least one was streaming when systemd sent SIGTERM, so it was drained (KillMode=mixed, --shutdown-timeout).
     Those that vLLM did not accept began at or after the SIGTERM and got no token."""
-    whole = [s for s in record["streams"] if s["status"] == 200]
-    for stream in whole:
-        assert stream["error"] is None and stream["tokens"] == STREAM_TOKENS and stream["done"], record["streams"]
+    whole = whole_streams(record)
     for stream in record["streams"]:
         if stream["status"] != 200:
             assert not stream["tokens"] and stream["start"] > restart_at - 1, (restart_at, record["streams"])
