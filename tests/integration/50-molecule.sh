@@ -9,10 +9,18 @@ set -euo pipefail
 start=$SECONDS
 # tests/run sets MOEOPS_MONITORING_LIVE_NODE when 51-monitoring-live.sh runs after this: the nodes stay for it, and it
 # destroys them.
-if [ -n "${MOEOPS_MONITORING_LIVE_NODE:-}" ]; then
-  molecule test --destroy never
-  echo "molecule default's nodes kept for 51-monitoring-live.sh ($MOEOPS_MONITORING_LIVE_NODE)"
-else
-  molecule test
+report=$(mktemp -d)
+trap 'rm -rf "$report"' EXIT
+export MOEOPS_JUNIT_XML=$report/junit.xml
+args=()
+[ -z "${MOEOPS_MONITORING_LIVE_NODE:-}" ] || args=(--destroy never)
+rc=0
+molecule test "${args[@]}" 2>&1 | tee "$report/molecule.log" || rc=$?
+if [ "$rc" -ne 0 ]; then
+  echo "===== why molecule default failed (its tests' report, then Ansible's failures) ====="
+  python3 tests/integration/report/junit_failures.py "$MOEOPS_JUNIT_XML" "$report/molecule.log"
+  exit "$rc"
 fi
+[ -z "${MOEOPS_MONITORING_LIVE_NODE:-}" ] ||
+  echo "molecule default's nodes kept for 51-monitoring-live.sh ($MOEOPS_MONITORING_LIVE_NODE)"
 echo "molecule test: $((SECONDS - start)) s"

@@ -8,6 +8,8 @@ keep polling (0: no polling, wait for the streams only), and optionally "direct"
 refuses new requests only by closing its port at SIGTERM (no answer), where the front answers 503.
 Each stream asks for exactly max_tokens tokens (ignore_eos) at temperature 0 and counts the tokens it gets; an
 error event inside the stream (vLLM's in-stream 500 when its engine dies) is recorded as the stream's error.
+The second relay's first stream asks for half as many: streams in one batch run in lockstep, so relays begun
+together would end together, and a restart that came in the short gap between their streams would find none.
 While polling, each of the N streams is relayed: when one ends whole and no poll has seen 503 yet, the next one starts
 at once, so that streams are in flight whenever the restart comes, however long the play takes to get there. A stream
 that the front refuses (503: it began after the drain) ends the relay; it is recorded with its status. Straight to
@@ -37,10 +39,11 @@ def main():
 
     refusing = threading.Event()
 
-    def stream():
-        one = {"start": time.time(), "tokens": 0, "done": False, "last_token": None, "status": None, "error": None}
+    def stream(tokens):
+        one = {"start": time.time(), "max_tokens": tokens, "tokens": 0, "done": False, "last_token": None,
+               "status": None, "error": None}
         record["streams"].append(one)
-        body = json.dumps({"model": model, "prompt": "drain", "max_tokens": max_tokens, "ignore_eos": True,
+        body = json.dumps({"model": model, "prompt": "drain", "max_tokens": tokens, "ignore_eos": True,
                            "temperature": 0, "stream": True,
                            "stream_options": {"include_usage": True}}).encode()
         request = urllib.request.Request(url + "/v1/completions", data=body, headers=headers, method="POST")
@@ -66,12 +69,13 @@ def main():
             one["error"] = repr(err)
         return one
 
-    def relay():
-        one = stream()
+    def relay(first_tokens):
+        one = stream(first_tokens)
         while limit and not refusing.is_set() and one["status"] == 200 and one["done"] and not one["error"]:
-            one = stream()
+            one = stream(max_tokens)
 
-    workers = [threading.Thread(target=relay) for _index in range(count)]
+    workers = [threading.Thread(target=relay, args=(max_tokens // 2 if index == 1 and limit else max_tokens,))
+               for index in range(count)]
     for worker in workers:
         worker.start()
     time.sleep(1)
