@@ -343,7 +343,9 @@ def test_systemds_default_killmode_cuts_the_streams_in_flight(generated_key):
               len(drained), [s["error"] for s in streams if s["error"]]))
     assert cut and not drained, (restart_at, streams)
     assert first.check_output("systemctl show -p KillMode --value vllm") == "mixed"
-    print("MEASURED healthy again %.0f s after the restart" % wait_healthy(first, FIRST))
+    back = [p["t"] for p in record["polls"] if p["status"] == 200 and p["t"] > restart_at]
+    print("MEASURED vLLM answered again %s after the SIGTERM; healthy %.0f s after the client ended" % (
+        "%.1f s" % (back[0] - restart_at) if back else "not yet", wait_healthy(first, FIRST)))
 
 
 def test_a_good_change_restarts_with_the_streams_in_flight_finished(generated_key):
