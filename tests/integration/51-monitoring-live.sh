@@ -69,23 +69,13 @@ all:
 EOF
 }
 
-# This machine runs cgroup v1 (hybrid), where every systemd-booted container shares the name=systemd hierarchy and
-# one container's systemd may remove another's empty libpod cgroup there; podman exec then fails with "error adding
-# pid ... to cgroups". Keep this node's directory while the test runs (it looks the container up each time: in its
-# own mode the node does not exist yet).
-keep_cgroup() {
-  while sleep 1; do
-    local id
-    id=$(podman inspect "$node" --format '{{.Id}}' 2>/dev/null) || continue
-    [ -d "/sys/fs/cgroup/systemd/libpod_parent/libpod-$id" ] || mkdir "/sys/fs/cgroup/systemd/libpod_parent/libpod-$id" 2>/dev/null
-  done
-}
-
-[ -n "$node" ] || { own=true; node=moeops-mon51$suffix; }
-if [ -d /sys/fs/cgroup/systemd/libpod_parent ]; then
-  keep_cgroup &
+# Each node's name=systemd cgroup is kept while the test runs (tests/keep-libpod-cgroups says why); tests/run keeps
+# them for the whole run (MOEOPS_CGROUP_KEEPER).
+if [ -z "${MOEOPS_CGROUP_KEEPER:-}" ]; then
+  tests/keep-libpod-cgroups &
   keepalive=$!
 fi
+[ -n "$node" ] || { own=true; node=moeops-mon51$suffix; }
 
 if $own; then
   podman rm -f "$node" >/dev/null 2>&1 || true
