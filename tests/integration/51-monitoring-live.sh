@@ -72,7 +72,7 @@ EOF
 # Each node's name=systemd cgroup is kept while the test runs (tests/keep-libpod-cgroups says why); tests/run keeps
 # them for the whole run (MOEOPS_CGROUP_KEEPER).
 if [ -z "${MOEOPS_CGROUP_KEEPER:-}" ]; then
-  tests/keep-libpod-cgroups &
+  tests/keep-libpod-cgroups 2>/dev/null &
   keepalive=$!
 fi
 [ -n "$node" ] || { own=true; node=moeops-mon51$suffix; }
