@@ -11,16 +11,9 @@ start=$SECONDS
 # destroys them.
 report=$(mktemp -d)
 trap 'rm -rf "$report"' EXIT
-export MOEOPS_JUNIT_XML=$report/junit.xml
 args=()
 [ -z "${MOEOPS_MONITORING_LIVE_NODE:-}" ] || args=(--destroy never)
-rc=0
-molecule test "${args[@]}" 2>&1 | tee "$report/molecule.log" || rc=$?
-if [ "$rc" -ne 0 ]; then
-  echo "===== why molecule default failed (its tests' report, then Ansible's failures) ====="
-  python3 tests/integration/report/junit_failures.py "$MOEOPS_JUNIT_XML" "$report/molecule.log"
-  exit "$rc"
-fi
+tests/integration/report/molecule-test "$report" "${args[@]}"
 [ -z "${MOEOPS_MONITORING_LIVE_NODE:-}" ] ||
   echo "molecule default's nodes kept for 51-monitoring-live.sh ($MOEOPS_MONITORING_LIVE_NODE)"
 echo "molecule test: $((SECONDS - start)) s"

@@ -247,11 +247,21 @@ def journal_since(h, wall0):
     return lines
 
 
+def per_stream(streams, key):
+    """One figure of each stream of a drain_client.py record, as "1900/950/1900"."""
+    return "/".join(str(s[key]) for s in streams)
+
+
+def answered_after(polls, refused):
+    """The polls answered 200 after the last of the `refused` ones (none when none was refused)."""
+    return [p for p in polls if p["status"] == 200 and refused and p["t"] > refused[-1]["t"]]
+
+
 def drain_report(what, record, wall0, restart_at):
     """Print the DRAIN line (seconds after `wall0`) and return (refused polls, first 200 after them)."""
     polls = record["polls"]
     refused = [p for p in polls if p["status"] == 503]
-    first_ok_after = [p for p in polls if p["status"] == 200 and refused and p["t"] > refused[-1]["t"]]
+    first_ok_after = answered_after(polls, refused)
     last = max((s["last_token"] or wall0) for s in record["streams"])
     print("DRAIN %s: streams start %.1f s, restart begins (SIGTERM) %.1f s, last token of the old streams %.1f s, "
           "first 503 %.1f s, last 503 %.1f s, first 200 after %.1f s (seconds after the deploy started); tokens %s of "
@@ -259,8 +269,7 @@ def drain_report(what, record, wall0, restart_at):
               what, record["stream_start"] - wall0, restart_at - wall0, last - wall0,
               (refused[0]["t"] - wall0) if refused else -1, (refused[-1]["t"] - wall0) if refused else -1,
               (first_ok_after[0]["t"] - wall0) if first_ok_after else -1,
-              "/".join(str(s["tokens"]) for s in record["streams"]),
-              "/".join(str(s["max_tokens"]) for s in record["streams"]), len(polls),
+              per_stream(record["streams"], "tokens"), per_stream(record["streams"], "max_tokens"), len(polls),
               " ".join(str(p["status"]) for p in polls)))
     return refused, first_ok_after
 
@@ -300,7 +309,7 @@ def spanned_sigterm(record, restart_at):
     spanning = [s for s in whole if s["start"] < restart_at < s["last_token"]]
     print("DRAIN straight to vLLM: %d whole streams of %s tokens, %d of them streaming at the SIGTERM (last token %.1f s "
           "after it), %d refused after it" % (
-              len(whole), "/".join(str(s["max_tokens"]) for s in whole), len(spanning),
+              len(whole), per_stream(whole, "max_tokens"), len(spanning),
               max((s["last_token"] for s in spanning), default=restart_at) - restart_at,
               len(record["streams"]) - len(whole)))
     assert spanning, (restart_at, record["streams"])
@@ -339,14 +348,13 @@ def test_systemds_default_killmode_cuts_the_streams_in_flight(generated_key):
     drained = [s for s in streams if s["done"] and s["last_token"] and s["last_token"] > restart_at + 1]
     print("DRAIN KillMode=control-group (systemd's default): tokens %s of %s, %d cut at the SIGTERM, %d whole more "
           "than 1 s after it; errors %s" % (
-              "/".join(str(s["tokens"]) for s in streams), "/".join(str(s["max_tokens"]) for s in streams), len(cut),
+              per_stream(streams, "tokens"), per_stream(streams, "max_tokens"), len(cut),
               len(drained), [s["error"] for s in streams if s["error"]]))
     assert cut and not drained, (restart_at, streams)
     assert first.check_output("systemctl show -p KillMode --value vllm") == "mixed"
-    refused = [p["t"] for p in record["polls"] if p.get("refused")]  # vLLM's port closed
-    back = [p["t"] for p in record["polls"] if p["status"] == 200 and refused and p["t"] > refused[-1]]
+    back = answered_after(record["polls"], [p for p in record["polls"] if p.get("refused")])  # after its port closed
     print("MEASURED vLLM answered again %s after the SIGTERM; healthy %.0f s after the client ended" % (
-        "%.1f s" % (back[0] - restart_at) if back else "not yet", wait_healthy(first, FIRST)))
+        "%.1f s" % (back[0]["t"] - restart_at) if back else "not yet", wait_healthy(first, FIRST)))
 
 
 def test_a_good_change_restarts_with_the_streams_in_flight_finished(generated_key):

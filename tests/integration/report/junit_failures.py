@@ -2,7 +2,7 @@
 """Print why a molecule scenario failed, for the end of the run: the failed and erroring tests of a pytest JUnit XML
 file (argv[1]), each with the end of its message, then Ansible's "fatal:" lines from molecule's log (argv[2], optional).
 
-The molecule stages call it when their scenario fails: molecule's destroy prints after the failing step, so without
+molecule-test (beside it) calls it when a scenario fails: molecule's destroy prints after the failing step, so without
 this the tail of the run (all that CI's report keeps) would not say which test or task failed, or why."""
 import sys
 import xml.etree.ElementTree as ET
