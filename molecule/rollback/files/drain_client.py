@@ -7,7 +7,11 @@ argv: URL (the front, or vLLM itself), API key ("" for none), CA file ("" for no
 keep polling (0: no polling, wait for the streams only), and optionally "direct": the URL is vLLM itself, which
 refuses new requests only by closing its port at SIGTERM (no answer), where the front answers 503.
 Each stream asks for exactly max_tokens tokens (ignore_eos) at temperature 0 and counts the tokens it gets; an
-error event inside the stream (vLLM's in-stream 500 when its engine dies) is recorded as the stream's error.
+error event inside the stream (vLLM's in-stream 500 when its engine dies) is recorded as the stream's error. Whether a
+stream was whole is judged by the test from what it received (tests/stream_record.py): a server that closes a response
+cleanly mid-stream sends no error, and that stream has no [DONE] and fewer tokens than it asked for.
+When the first token of any stream arrives, the line "FIRST TOKEN" is printed (and flushed), so that a test can act
+while a stream is in flight rather than after a guessed sleep; the record is the last line.
 The second relay's first stream asks for half as many: streams in one batch run in lockstep, so relays begun
 together would end together, and a restart that came in the short gap between their streams would find none.
 While polling, each of the N streams is relayed: when one ends whole and no poll has seen 503 yet, the next one starts
@@ -38,6 +42,8 @@ def main():
     record = {"stream_start": time.time(), "streams": [], "polls": []}
 
     refusing = threading.Event()
+    first_token = threading.Event()
+    lock = threading.Lock()
 
     def stream(tokens):
         one = {"start": time.time(), "max_tokens": tokens, "tokens": 0, "done": False, "last_token": None,
@@ -63,10 +69,17 @@ def main():
                         else:
                             one["tokens"] += 1
                             one["last_token"] = time.time()
+                            if not first_token.is_set():
+                                with lock:
+                                    if not first_token.is_set():
+                                        print("FIRST TOKEN", flush=True)
+                                        first_token.set()
         except urllib.error.HTTPError as err:
             one["status"] = err.code
-        except Exception as err:  # pylint: disable=broad-except  # recorded: the test fails on it
+        except Exception as err:  # pylint: disable=broad-except  # recorded: the test judges the stream
             one["error"] = repr(err)
+            # No connection at all (vLLM's port closed at SIGTERM): nothing was sent, so nothing can have been cut.
+            one["refused"] = isinstance(getattr(err, "reason", err), ConnectionRefusedError)
         return one
 
     def relay(first_tokens):

@@ -5,6 +5,10 @@ each on a new connection, while (optionally) one stream runs; prints a JSON reco
 
 argv: URL (the front), API key, CA file ("" for none), interval, seconds to poll at most, tokens of the stream (0: no
 stream), stop file (polling ends once it exists, or after the seconds).
+With a stream, "FIRST TOKEN" is printed (and flushed) when its first token arrives, so that a test reloads or restarts
+while it is in flight rather than after a guessed sleep; polling then ends by itself once the stream has ended and a
+poll begun after its end was answered 200 (a restart refuses connections until the old nginx has finished the stream).
+The record is the last line.
 """
 import json
 import os
@@ -27,7 +31,8 @@ def main():
     record = {"start": time.time(), "polls": [], "stream": None}
 
     def stream():
-        one = {"tokens": 0, "done": False, "first_token": None, "last_token": None, "status": None, "error": None}
+        one = {"max_tokens": tokens, "tokens": 0, "done": False, "first_token": None, "last_token": None,
+               "status": None, "error": None}
         record["stream"] = one
         body = json.dumps({"model": model, "prompt": "reload", "max_tokens": tokens, "ignore_eos": True,
                            "temperature": 0, "stream": True,
@@ -49,9 +54,12 @@ def main():
                         else:
                             one["tokens"] += 1
                             one["last_token"] = time.time()
-                            one["first_token"] = one["first_token"] or one["last_token"]
+                            if not one["first_token"]:
+                                one["first_token"] = one["last_token"]
+                                print("FIRST TOKEN", flush=True)
         except Exception as err:  # pylint: disable=broad-except  # recorded: the test fails on it
             one["error"] = repr(err)
+        one["ended"] = time.time()
 
     worker = threading.Thread(target=stream) if tokens else None
     if worker:
@@ -67,6 +75,9 @@ def main():
         except Exception as err:  # pylint: disable=broad-except  # recorded as no answer (refused, reset)
             poll = {"t": t, "status": None, "error": repr(err)}
         record["polls"].append(poll)
+        ended = record["stream"] and record["stream"].get("ended")
+        if ended and t > ended and poll["status"] == 200:
+            break
         time.sleep(interval)
     if worker:
         worker.join(timeout=300)

@@ -189,6 +189,19 @@ def _logged_path(line):
     return target.split("?")[0]
 
 
+def vllm_access_log_through(h, since, last, seconds=30):
+    """vLLM's access-log lines since `since`, read once the line of the request `last` is among them: the journal gets
+    a line a little after the answer (polled every 0.2 s; `seconds` only bounds a line that never comes)."""
+    t0 = time.monotonic()
+    while True:
+        lines = [line for line in h.check_output("journalctl -u vllm --no-pager -o cat --since @%d" % since).splitlines()
+                 if " HTTP/1." in line]
+        if any(last in line for line in lines):
+            return lines
+        assert time.monotonic() - t0 < seconds, "%r not in vLLM's access log after %d s: %s" % (last, seconds, lines[-3:])
+        time.sleep(0.2)
+
+
 def test_paths_that_normalising_would_change_get_400_and_never_reach_vllm():
     """Dot segments (also %2e%2e and ..%2F), doubled slashes and %-escapes, in the origin and the absolute form, GET and
     POST, over TLS and plain HTTP, from the other node; and every route of the engine reached through a dot segment
@@ -222,11 +235,11 @@ def test_paths_that_normalising_would_change_get_400_and_never_reach_vllm():
             raw(ip, tls, "GET /v1/models?x=/../metrics HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % ip)])
         assert [a["status"] for a in clean] == [401, 401, 401], clean  # vLLM's own answer: no key given
     # vLLM never saw one of them: its access log (uvicorn's) has no odd path since the probe began. Only the path
-    # counts: the clean probe above sends "/../" in a query string, which is no path and passes on purpose.
+    # counts: the clean probe above sends "/../" in a query string, which is no path and passes on purpose. That
+    # request came last, so once its line is in the journal every earlier one that reached vLLM is there too.
     for name in NODES:
-        seen = [line for line in node(name).check_output("journalctl -u vllm --no-pager -o cat --since @%d" % since)
-                .splitlines() if " HTTP/1." in line
-                and any(odd in _logged_path(line) for odd in ("/.", "%2", "%7", "//"))]
+        logged = vllm_access_log_through(node(name), since, "/v1/models?x=/../metrics HTTP/1.")
+        seen = [line for line in logged if any(odd in _logged_path(line) for odd in ("/.", "%2", "%7", "//"))]
         assert not seen, (name, seen[:5])
     print("PROBE %d odd request targets in all, every one refused by the front; none in vLLM's access logs" % total)
 
@@ -249,6 +262,17 @@ def front_log(h, marker):
     return [line for line in h.check_output("journalctl -t vllm_front --no-pager -o cat").splitlines() if marker in line]
 
 
+def front_logs(h, *markers, seconds=30):
+    """front_log() for each marker, once every one has a line: the front logs through syslog, so a line reaches the
+    journal a little after the answer (polled every 0.2 s; `seconds` only bounds a line that never comes)."""
+    t0 = time.monotonic()
+    while True:
+        found = [front_log(h, marker) for marker in markers]
+        if all(found) or time.monotonic() - t0 > seconds:
+            return found
+        time.sleep(0.2)
+
+
 def test_a_chunked_body_over_the_limit_gets_413_and_never_reaches_vllm():
     """The body limit of the tiny model's front is 16 MiB (64 bytes a token of its 2048, at least 16 MiB). A chunked
     body of 17 MiB gets 413 before vLLM sees a byte: the front reads every body whole before it connects to vLLM."""
@@ -260,8 +284,7 @@ def test_a_chunked_body_over_the_limit_gets_413_and_never_reaches_vllm():
                 % ("%s", ip, key if name == FIRST else GIVEN_KEY))
         over, under = http(node(prober), [raw(ip, tls, head % (marker + "-over"), chunks=[17, 1 << 20]),
                                           raw(ip, tls, head % (marker + "-under"), chunks=[2, 1024])])
-        time.sleep(1)
-        logged_over, logged_under = front_log(node(name), marker + "-over"), front_log(node(name), marker + "-under")
+        logged_over, logged_under = front_logs(node(name), marker + "-over", marker + "-under")
         vllm_saw = [line for line in node(name).check_output("journalctl -u vllm --no-pager -o cat").splitlines()
                     if marker in line]
         print("PROBE %s's front (%s) from %s: chunked 17 MiB -> %s (%s); chunked 2 KiB -> %s (%s); vLLM's log: %s"

@@ -20,6 +20,8 @@ import time
 
 import pytest
 
+from stream_record import CUT, REFUSED, UNANSWERED, WHOLE, finish, killmode_verdict, verdict, wait_for_line
+
 # pytest-testinfra (requirements/dev.txt); imported by name so sanity's pylint needs no copy of it.
 testinfra = importlib.import_module("testinfra")
 
@@ -38,6 +40,9 @@ STREAM_TOKENS = 1900
 # The streams start when the play reaches the front's exposure report, a few tasks before the front refuses new
 # requests and vLLM gets SIGTERM; drain_client.py relays them from then on, so some are in flight at the restart however
 # long those tasks take (11 to 22 s measured on a loaded machine, against 8 to 14 s for one 1900-token stream).
+# How long a drain client may run at most (it ends itself once it has seen the restart and a 200 after it, or after
+# this many seconds of polling): only a bound on a hang, 3 to 10 times the 60 to 190 s measured.
+CLIENT_LIMIT = 600
 STREAMS_AT = "TASK [moeops.inference.vllm_service : Front | Report the front unit's systemd-analyze security exposure]"
 # A good change (the restart drains) that the bad change keeps, so that its rollback returns to it.
 GOOD_CHANGE = ("-e", json.dumps({"vllm_service_extra_args": ["--max-num-seqs", "64"]}))
@@ -214,10 +219,16 @@ def node_address(h):
 
 
 def drain_client(h, url, key, cafile, poll_seconds, *mode):
-    """files/drain_client.py on node h, in the background: two streams of STREAM_TOKENS, polls while asked."""
+    """files/drain_client.py on node h, in the background: two streams of STREAM_TOKENS, polls while asked. Its
+    record is read with stream_record.finish()."""
     return subprocess.Popen(["podman", "exec", h.backend.name, "python3", "/usr/local/lib/moeops-test/drain_client.py",
                              url, key, cafile, str(STREAM_TOKENS), "2", str(poll_seconds), *mode],
                             stdout=subprocess.PIPE, text=True)
+
+
+def records(clients):
+    """The records of drain clients begun together, in order (each bounded by its own limit; killed 5 minutes after)."""
+    return [finish(c, CLIENT_LIMIT + 300) for c in clients]
 
 
 def direct_drain_client(key, poll_seconds):
@@ -275,12 +286,12 @@ def drain_report(what, record, wall0, restart_at):
 
 
 def whole_streams(record):
-    """The streams of a drain_client.py record that were accepted (200): each must have got every token it asked for
-    (STREAM_TOKENS, or half that for the first of the second relay), with no error, to the end."""
-    accepted = [s for s in record["streams"] if s["status"] == 200]
-    for stream in accepted:
-        assert stream["error"] is None and stream["tokens"] == stream["max_tokens"] and stream["done"], record["streams"]
-    return accepted
+    """The whole streams of a drain_client.py record; none may have been cut. Judged by what each received
+    (stream_record.verdict): [DONE], and every token it asked for (STREAM_TOKENS, or half that for the first of the
+    second relay), with no error; a stream that began and ended short was cut, whether or not the transport said so."""
+    cut = [s for s in record["streams"] if verdict(s) == CUT]
+    assert not cut, ("cut streams", cut, record["streams"])
+    return [s for s in record["streams"] if verdict(s) == WHOLE]
 
 
 def drained_streams(record, restart_at):
@@ -289,7 +300,8 @@ def drained_streams(record, restart_at):
     after the drain flag got the front's 503 and nothing else."""
     old = whole_streams(record)
     assert old, record["streams"]
-    assert all(s["status"] == 503 and not s["tokens"] for s in record["streams"] if s["status"] != 200), record["streams"]
+    assert all(verdict(s) == REFUSED and s["status"] == 503 for s in record["streams"] if verdict(s) != WHOLE), \
+        record["streams"]
     in_flight = [s for s in old if s["start"] < restart_at < s["last_token"]]
     # Printed only: the front's refusals end its relay at the drain flag, 7 to 11 s of the play's tasks before the
     # SIGTERM, about a stream's length (8 to 14 s). spanned_sigterm() asserts it on the streams straight to vLLM.
@@ -304,8 +316,9 @@ def spanned_sigterm(record, restart_at):
     Those that vLLM did not accept began at or after the SIGTERM and got no token."""
     whole = whole_streams(record)
     for stream in record["streams"]:
-        if stream["status"] != 200:
-            assert not stream["tokens"] and stream["start"] > restart_at - 1, (restart_at, record["streams"])
+        if verdict(stream) != WHOLE:
+            assert verdict(stream) in (REFUSED, UNANSWERED) and stream["start"] > restart_at - 1, (
+                restart_at, record["streams"])
     spanning = [s for s in whole if s["start"] < restart_at < s["last_token"]]
     print("DRAIN straight to vLLM: %d whole streams of %s tokens, %d of them streaming at the SIGTERM (last token %.1f s "
           "after it), %d refused after it" % (
@@ -327,8 +340,10 @@ def test_systemds_default_killmode_cuts_the_streams_in_flight(generated_key):
     process at once): vLLM's worker exits with the API server, and the streams in flight end early with an error.
     The unit's KillMode=mixed (only the API server gets SIGTERM; it drains, then stops its children) is what the
     next tests prove. A drop-in sets the default for one restart; it is gone before the next test's deploy.
-    The streams are relayed straight to vLLM (as in the drain tests), so some are in flight at the restart however
-    fast the tiny model streams: one pair of streams begun 3 s before it got 1818 of 1900 tokens on a quiet machine."""
+    The streams are relayed straight to vLLM (as in the drain tests), and the restart comes when the client has its
+    first token (not after a guessed sleep: one pair of streams begun 3 s before it got 1818 of 1900 tokens on a quiet
+    machine), so streams are in flight at the restart however fast the tiny model streams. A stream counts as cut by
+    what it received (stream_record.killmode_verdict): a server that closes the response cleanly sends no error."""
     first = node(FIRST)
     dropin = "/etc/systemd/system/vllm.service.d/killmode-default.conf"
     first.check_output("mkdir -p %s && printf '[Service]\\nKillMode=control-group\\n' > %s && systemctl daemon-reload"
@@ -336,16 +351,16 @@ def test_systemds_default_killmode_cuts_the_streams_in_flight(generated_key):
     wall0 = time.time()
     try:
         assert first.check_output("systemctl show -p KillMode --value vllm") == "control-group"
-        client = direct_drain_client(generated_key, 150)
-        time.sleep(5)
+        client = direct_drain_client(generated_key, CLIENT_LIMIT)
+        waited = wait_for_line(client, "FIRST TOKEN", 300)
         first.check_output("systemctl restart vllm")
     finally:
         first.check_output("rm -f %s && systemctl daemon-reload" % dropin)
-    record = json.loads(client.communicate(timeout=300)[0])
+    record, = records([client])
     restart_at = sigterm_time(journal_since(first, wall0))
     streams = record["streams"]
-    cut = [s for s in streams if s["start"] < restart_at and s["error"] and s["tokens"] < s["max_tokens"]]
-    drained = [s for s in streams if s["done"] and s["last_token"] and s["last_token"] > restart_at + 1]
+    cut, drained = killmode_verdict(streams, restart_at)
+    print("MEASURED first token %.1f s after the client began; restart then" % waited)
     print("DRAIN KillMode=control-group (systemd's default): tokens %s of %s, %d cut at the SIGTERM, %d whole more "
           "than 1 s after it; errors %s" % (
               per_stream(streams, "tokens"), per_stream(streams, "max_tokens"), len(cut),
@@ -365,13 +380,13 @@ def test_a_good_change_restarts_with_the_streams_in_flight_finished(generated_ke
     clients = []
     t0, wall0 = time.monotonic(), time.time()
     rc, out = play("--limit", _inv(FIRST), *GOOD_CHANGE, trigger=STREAMS_AT,
-                   on_trigger=lambda: clients.extend((drain_client(node(SECOND), url, generated_key, CA, 150),
-                                                      direct_drain_client(generated_key, 150))))
+                   on_trigger=lambda: clients.extend((drain_client(node(SECOND), url, generated_key, CA, CLIENT_LIMIT),
+                                                      direct_drain_client(generated_key, CLIENT_LIMIT))))
     print("MEASURED good change run: %.0f s, rc %d" % (time.monotonic() - t0, rc))
     assert rc == 0, out[-4000:]
     assert "--max-num-seqs 64" in first.check_output("tr '\\0' ' ' < /proc/%d/cmdline" % main_pid(first))
     assert clients, "the run never reached %s: %s" % (STREAMS_AT, out[-2000:])
-    record, direct = (json.loads(c.communicate(timeout=300)[0]) for c in clients)
+    record, direct = records(clients)
     restart_at = sigterm_time(journal_since(first, wall0))
     refused, first_ok_after = drain_report("good change", record, wall0, restart_at)
     old = drained_streams(record, restart_at)
@@ -394,8 +409,8 @@ def test_bad_change_rolls_back_first_node_and_stops_before_second_and_drains_thr
     t0, wall0 = time.monotonic(), time.time()
     rc, out = play("-e", "moeops_serial=1", "-e", "vllm_service_max_model_len=1048576", *GOOD_CHANGE,
                    trigger=STREAMS_AT,
-                   on_trigger=lambda: clients.extend((drain_client(second, url, generated_key, CA, 200),
-                                                      direct_drain_client(generated_key, 200))))
+                   on_trigger=lambda: clients.extend((drain_client(second, url, generated_key, CA, CLIENT_LIMIT),
+                                                      direct_drain_client(generated_key, CLIENT_LIMIT))))
     print("MEASURED rollback run: %.0f s, rc %d" % (time.monotonic() - t0, rc))
     assert rc != 0
     assert "Rolled back: the previous unit and environment file are restored" in out, out[-4000:]
@@ -413,7 +428,7 @@ def test_bad_change_rolls_back_first_node_and_stops_before_second_and_drains_thr
 
     # The drain, through the front.
     assert clients, "the run never reached %s: %s" % (STREAMS_AT, out[-2000:])
-    record, direct = (json.loads(c.communicate(timeout=300)[0]) for c in clients)
+    record, direct = records(clients)
     restart_at = sigterm_time(journal_since(first, wall0))
     refused, first_ok_after = drain_report("bad change, rolled back", record, wall0, restart_at)
     old = drained_streams(record, restart_at)
