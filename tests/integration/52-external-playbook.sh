@@ -52,6 +52,12 @@ fi_version=$(sed -n 's/^Requires-Dist: flashinfer-python==//p' "tests/fixtures/v
 python3 tests/integration/flashinfer/cubin_test_double.py "$fi_version" "$work/flashinfer-index" >/dev/null
 podman cp "$work/flashinfer-index" "$node:/srv/moeops-test-flashinfer-index"
 podman exec -d "$node" python3 -m http.server 8199 --bind 127.0.0.1 --directory /srv/moeops-test-flashinfer-index >/dev/null
+# The converge must find it listening: wait until it answers (`podman exec -d` returns before the server binds).
+index_up() {
+  podman exec "$node" python3 -c 'import urllib.request; urllib.request.urlopen("http://127.0.0.1:8199/", timeout=2)' 2>/dev/null
+}
+for _ in $(seq 60); do index_up && break; sleep 0.5; done
+index_up || { echo "the FlashInfer TEST DOUBLE index on the node does not answer"; exit 1; }
 echo "vllm_flashinfer_index_url: http://127.0.0.1:8199/  # TEST DOUBLE index (52-external-playbook.sh)" \
   >> "$project/group_vars/all.yml"
 echo "--- FlashInfer TEST DOUBLE index on the node: flashinfer-cubin $fi_version (vLLM $vllm_version)"

@@ -39,16 +39,21 @@ else
   client_ports=", 10001"
 fi
 # Listeners on a worker port and on an ephemeral port (where NCCL's and gloo's sockets listen), as those would:
-# an idle CPU-only Ray node has no worker process listening.
+# an idle CPU-only Ray node has no worker process listening. They write a file once all of them listen, which the probes
+# wait for (a fixed pause after `podman exec -d` is too short on a loaded machine).
 worker_port=10500 ephemeral_port=40000
+ready=/tmp/moeops-test-listeners.ready
+podman exec "$head" rm -f "$ready"
 podman exec -d "$head" python3 -c "
 import socket, time
 socks = []
 for port in ($worker_port, $ephemeral_port$client_ports):
     s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('0.0.0.0', port)); s.listen(8)
     socks.append(s)
+open('$ready', 'w').close()
 time.sleep(900)"
-sleep 1
+for _ in $(seq 60); do podman exec "$head" test -e "$ready" && break; sleep 0.5; done
+podman exec "$head" test -e "$ready" || { echo "the test's listeners on the head never started"; exit 1; }
 probe() {
   local from=$1; shift
   podman exec "$from" python3 -c "

@@ -41,7 +41,7 @@ http_port=$(free_port)
 python3 -m http.server --bind 127.0.0.1 --directory "$work/mirror" "$http_port" 2>"$work/http.log" &
 pids+=($!)
 python3 "$here/stand_in_hub.py" --dir "$work/model" --repo moeops-test/tiny-moe --port-file "$work/hub.port" \
-  --token "$token" --log "$work/hub.log" --rate 12000 &
+  --token "$token" --log "$work/hub.log" --rate 6000 &
 pids+=($!)
 rsync_port=$(free_port)
 printf 'use chroot = no\nuid = nobody\ngid = nogroup\n[models]\n  path = %s\n  read only = yes\n' "$work/mirror" >"$work/rsyncd.conf"
@@ -49,7 +49,11 @@ rsync --daemon --no-detach --address=127.0.0.1 --port="$rsync_port" --config="$w
 pids+=($!)
 wait_url "http://127.0.0.1:$http_port/tiny-moe/config.json"
 for _ in $(seq 50); do [ -s "$work/hub.port" ] && break; sleep 0.2; done
+[ -s "$work/hub.port" ] || { echo "the stand-in hub wrote no port file"; exit 1; }
 read -r hub_port commit <"$work/hub.port"
+# rsync --daemon, too, is used only once it listens.
+for _ in $(seq 50); do rsync "rsync://127.0.0.1:$rsync_port/" >/dev/null 2>&1 && break; sleep 0.2; done
+rsync "rsync://127.0.0.1:$rsync_port/" >/dev/null || { echo "no answer from rsync --daemon on port $rsync_port"; exit 1; }
 
 # stage NAME EXPECT(ok|fail) EXTRA-ARGS...: one role run; output in $work/NAME.out, facts in $work/NAME.json.
 stage() {
@@ -133,7 +137,9 @@ snap="$work/hf_home/hub/models--moeops-test--tiny-moe/snapshots/$commit"
 [ "$(fact hf1 path)" = "$snap" ] && [ "$(fact hf1 "summary['commit']")" = "$commit" ]
 [ "$(fact hf1 "config['model_type']")" = tiny_moe ]
 [ "$(stat -c %U "$snap/config.json")" = nobody ]
-# One file at a time (max_workers 1) at 12 kB/s: the bytes-done of successive polls must rise at least twice.
+# One file at a time (max_workers 1) at 6 kB/s, about 17 s for the 97.4 KiB: the bytes-done of successive polls must
+# rise at least twice. A poll is 1 s of waiting plus one module run (estimated at most 1 s here, 2 s at half this
+# machine's speed), so at least 5 polls fall inside the download; at 12 kB/s (8 s) half speed left about 3.
 polls=$(grep -c 'running: .* of 97.4 KiB (.*%) at ' "$work/hf1.out" || true)
 steps=$(grep -Eo 'running: [0-9.]+ [KMG]?i?B' "$work/hf1.out" | sort -u | wc -l)
 [ "$steps" -ge 3 ] || { echo "expected >= 3 distinct bytes-done values, got $steps"; cat "$work/hf1.out"; exit 1; }
