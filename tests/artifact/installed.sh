@@ -153,8 +153,9 @@ PY
 grep -qF 'ansible-playbook serve.yml -i lab' "$readme" || { echo "the README no longer says how to run its example"; exit 1; }
 (cd "$work" && ANSIBLE_COLLECTIONS_SCAN_SYS_PATH=false ansible-playbook serve.yml -i lab --list-hosts > "$work/serve.txt" 2>&1) \
   || { echo "the README's example playbook does not parse with its inventory:"; cat "$work/serve.txt"; exit 1; }
-grep -q 'hosts (1):' "$work/serve.txt" && grep -q 'gpu-ws-01' "$work/serve.txt" \
-  || { echo "the README's example playbook finds no host of the copied inventory:"; cat "$work/serve.txt"; exit 1; }
+if ! grep -q 'hosts (1):' "$work/serve.txt" || ! grep -q 'gpu-ws-01' "$work/serve.txt"; then
+  echo "the README's example playbook finds no host of the copied inventory:"; cat "$work/serve.txt"; exit 1
+fi
 echo "installed README: its example playbook, run as it says, plays on the copied inventory's host gpu-ws-01"
 
 # 7. Every bool option of every role (read from the installed argument specs), given with -e as false, no, 0 and off

@@ -65,7 +65,7 @@ def slug(heading):
 
 def anchors(text):
     found, seen = set(), {}
-    for _, line in prose_lines(text):
+    for dummy, line in prose_lines(text):
         found.update(HTML_ANCHOR.findall(line))
     for line in _heading_lines(text):
         base = slug(line)
@@ -131,7 +131,7 @@ def main(tarball):
             for no, target in link_targets(read(name)):
                 if SCHEME.match(target) or target.startswith("//"):
                     continue
-                path, _, anchor = target.partition("#")
+                path, dummy, anchor = target.partition("#")
                 path = unquote(path)
                 if path.startswith("/"):
                     problems.append((name, "line %d: %s: an absolute path, not a link within the collection" % (no, target)))
@@ -168,7 +168,7 @@ def main(tarball):
         print("%d dead links or doc references to files the collection does not ship:" % len(problems))
         print("\n".join("  %s: %s" % p for p in problems))
         for kind, test in (("Markdown", lambda n: n.endswith(".md")), ("other", lambda n: not n.endswith(".md"))):
-            names = sorted({n for n, _ in problems if test(n)})
+            names = sorted({n for n, dummy in problems if test(n)})
             if names:
                 print("%d %s files: %s" % (len(names), kind, " ".join(names)))
         return 1

@@ -5,5 +5,8 @@
 # (docs/dev, tests, molecule, scripts...). tests/run's artifact stage runs it on the tarball it built:
 #   tests/artifact/links.sh TARBALL
 set -euo pipefail
-[ $# -eq 1 ] && [ -f "$1" ] || { echo "usage: $0 TARBALL (a built moeops-inference-*.tar.gz)" >&2; exit 2; }
+if [ $# -ne 1 ] || [ ! -f "$1" ]; then
+  echo "usage: $0 TARBALL (a built moeops-inference-*.tar.gz)" >&2
+  exit 2
+fi
 exec python3 "$(dirname "$0")/links.py" "$1"
