@@ -21,6 +21,10 @@ except ImportError:  # pragma: no cover - the collection needs 2.19 (meta/runtim
         return value
 
 
+# plan_role's result when nothing was planned (the controller's ansible-core, or the role itself, is refused).
+NOTHING = {"plan": None, "problems": [], "warnings": [], "outcome": "", "values": {}}
+
+
 def _trusted(value):
     """A role default as Ansible itself trusts it: every string in it may be a template."""
     if isinstance(value, str):
@@ -47,8 +51,7 @@ class ActionModule(ActionBase):
         except specs.SpecError as exc:
             too_old = str(exc)
         if too_old:
-            result.update(failed=True, msg=too_old, problems=[too_old], plan=None, plan_warnings=[], outcome="",
-                          inputs={}, checked=[])
+            result.update(role_plan.action_result(dict(NOTHING, problems=[too_old]), (), True))
             return result
         args = self.validate_argument_spec(argument_spec={
             "role": {"type": "str", "required": True},
@@ -62,19 +65,14 @@ class ActionModule(ActionBase):
             spec = specs.role_options(role, args["entry_point"])
             defaults = specs.role_defaults(role)
         except specs.SpecError as exc:
-            result.update(failed=args["fail_on_problems"], msg="moeops.inference.role_plan: %s" % exc, plan=None,
-                          problems=[str(exc)], plan_warnings=[], outcome="", values={}, checked=[])
+            result.update(role_plan.action_result(dict(NOTHING, problems=[str(exc)]), (), args["fail_on_problems"],
+                                                  msg="moeops.inference.role_plan: %s" % exc))
             return result
         values = self._values(spec, defaults, task_vars)
         planned = role_plan.plan_role(role, spec, values, sorted(task_vars), specs.spec_roles(), args["context"],
                                       plan=args["plan"])
-        result.update(changed=False, plan=planned["plan"], problems=planned["problems"], outcome=planned["outcome"],
-                      checked=sorted(values), inputs=planned["values"])
-        # Ansible shows these as [WARNING] lines; the list stays in the result for reports (the preflight role).
-        result["warnings"] = list(planned["warnings"])
-        result["plan_warnings"] = list(planned["warnings"])
-        if planned["problems"] and args["fail_on_problems"]:
-            result.update(failed=True, msg="; ".join(planned["problems"]))
+        # A refusal carries the message and the problems, not the plan (action_result says why).
+        result.update(role_plan.action_result(planned, values, args["fail_on_problems"]))
         # A no_log option's value is never returned (the plan and the values may hold it): masked in the result.
         for name, opt in spec.items():
             if isinstance(opt, dict) and opt.get("no_log") and isinstance(values.get(name), str) and values[name]:

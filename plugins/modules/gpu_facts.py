@@ -14,7 +14,7 @@ description:
     and an O(ignore:interconnect) summary that the C(moeops.inference.nccl_env) filter turns into NCCL settings.
   - Reads through NVML (nvidia-ml-py), through C(nvidia-smi), or replays a snapshot file written earlier by O(dump).
   - Fields a backend cannot read are null and listed in C(unavailable) with the reason; they never fail the module.
-  - The snapshot format is versioned by C(schema_version) and documented in C(docs/dev/snapshot-format.md) of the collection.
+  - The snapshot format is versioned by C(schema_version) and documented in C(docs/snapshot-format.md) of the collection.
 author:
   - moeops.inference contributors (@moeops)
 requirements:

@@ -22,6 +22,8 @@ description:
   - Warns about a variable with the role's prefix that is no option (usually a typo), with the closest option.
   - Returns the role's plan (what it will render and run) and a one-line outcome. A no_log option's value never
     appears in a message or in the result.
+  - A refusal (a problem, with O(fail_on_problems)) fails with the message, RV(problems) and RV(plan_warnings) only,
+    not the plan or the inputs, so that the message is what Ansible prints.
   - Each role's C(check) entry point runs it first; the preflight role runs it for every role of a deploy and reports
     everything together. This is an action plugin; it runs on the controller and changes nothing.
 author:
@@ -90,13 +92,13 @@ EXAMPLES = r"""
 RETURN = r"""
 plan:
   description: What the role will render and run (its keys are the role's own); null when a rule refused an input.
-  returned: always
+  returned: unless refused (a problem, with O(fail_on_problems))
   type: dict
 inputs:
   description:
     - Every option's value, converted by its declared type (no_log values masked).
     - Named C(inputs), not C(values), so that C(result.inputs.x) reaches it in Jinja (C(values) is a mapping's method).
-  returned: always
+  returned: unless refused
   type: dict
 problems:
   description: Every problem found, each starting with the role's name; empty when the plan stands.
@@ -111,11 +113,11 @@ plan_warnings:
   elements: str
 outcome:
   description: One line - what the role will do.
-  returned: always
+  returned: unless refused
   type: str
 checked:
   description: The names of the options planned.
-  returned: always
+  returned: unless refused
   type: list
   elements: str
 """

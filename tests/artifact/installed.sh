@@ -119,7 +119,8 @@ echo "ad-hoc role_plan: a default made of another default (Ray's head address) i
 
 # 6. The installed collection's README. Its first lines are the source checkout's two commands (main job, tests),
 #    said to need the checkout; the installed collection's commands use only what was installed: the sh block that
-#    installs the tarball copies the example inventory as written, and each playbook it names parses with it.
+#    installs the tarball copies the example inventory as written, and each playbook it names parses with it; its
+#    example playbook, run as it says (serve.yml -i lab), finds the copied inventory's host.
 readme=$installed/ansible_collections/moeops/inference/README.md
 python3 - "$readme" > "$work/first.sh" <<'PY'
 import re, sys
@@ -144,6 +145,18 @@ while read -r name; do
 done < <(grep -oE 'ansible-playbook moeops\.inference\.[a-z0-9_]+' "$work/first.sh" | awk '{print $2}')
 [ "$n" -ge 2 ] || { echo "the installed README's first commands name $n playbooks, expected the preflight and a deploy"; exit 1; }
 echo "installed README: its first commands copy the example inventory and name $n playbooks that parse with it"
+# Its example playbook, saved as it says (serve.yml), parses and finds the copied inventory's hosts.
+python3 - "$readme" > "$work/serve.yml" <<'PY'
+import re, sys
+print(re.search(r"^## Example Playbook\n\n```yaml\n(.*?)^```$", open(sys.argv[1]).read(), re.M | re.S).group(1))
+PY
+grep -qF 'ansible-playbook serve.yml -i lab' "$readme" || { echo "the README no longer says how to run its example"; exit 1; }
+(cd "$work" && ANSIBLE_COLLECTIONS_SCAN_SYS_PATH=false ansible-playbook serve.yml -i lab --list-hosts > "$work/serve.txt" 2>&1) \
+  || { echo "the README's example playbook does not parse with its inventory:"; cat "$work/serve.txt"; exit 1; }
+if ! grep -q 'hosts (1):' "$work/serve.txt" || ! grep -q 'gpu-ws-01' "$work/serve.txt"; then
+  echo "the README's example playbook finds no host of the copied inventory:"; cat "$work/serve.txt"; exit 1
+fi
+echo "installed README: its example playbook, run as it says, plays on the copied inventory's host gpu-ws-01"
 
 # 7. Every bool option of every role (read from the installed argument specs), given with -e as false, no, 0 and off
 #    (strings, which Jinja takes as true), is false in the converted inputs of the planning step each role's check

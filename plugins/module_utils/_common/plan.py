@@ -88,3 +88,21 @@ def plan_role(role: str, spec: Mapping[str, Any], values: Mapping[str, Any], set
     result.update(problems=redact(["%s: %s" % (role, p) for p in dict.fromkeys(problems)], spec, values),
                   warnings=redact(["%s: %s" % (role, w) for w in dict.fromkeys(warnings)], spec, values))
     return result
+
+
+def action_result(planned: Mapping[str, Any], checked: Sequence[str], fail_on_problems: bool,
+                  msg: str = "") -> Dict[str, Any]:
+    """What the role_plan action returns for `planned` (plan_role's result): the plan, the converted inputs, the
+    outcome and the names checked, for the tasks that read them, unless it refuses. A refusal (problems, and
+    fail_on_problems) fails with only the message (`msg`, else the problems joined), the problems and the warnings:
+    Ansible prints a failed result whole, and the plan and the inputs (5 to 22 KB) would bury the message, while no
+    task runs after it to read them."""
+    problems, warnings = list(planned["problems"]), list(planned["warnings"])
+    # Ansible shows `warnings` as [WARNING] lines; plan_warnings keeps the list in the result (the preflight's report).
+    result: Dict[str, Any] = {"changed": False, "problems": problems, "warnings": warnings, "plan_warnings": warnings}
+    if problems and fail_on_problems:
+        result.update(failed=True, msg=msg or "; ".join(problems))
+    else:
+        result.update(plan=planned["plan"], outcome=planned["outcome"], checked=sorted(checked),
+                      inputs=planned["values"])
+    return result

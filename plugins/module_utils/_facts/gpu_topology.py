@@ -6,7 +6,7 @@
 Everything here is pure: readers take the library (pynvml) or the command
 outputs as arguments, so the same code runs against a real driver, a replayed
 capture, or a snapshot file.  The fact layout is documented in
-docs/dev/snapshot-format.md and versioned by SCHEMA_VERSION.
+docs/snapshot-format.md and versioned by SCHEMA_VERSION.
 """
 
 from __future__ import annotations

@@ -235,13 +235,43 @@ def _keys(node):
             yield from _keys(item)
 
 
+def example_plays(readme):
+    """The plays of the one ```yaml block under a README's "## Example Playbook"."""
+    with open(os.path.join(ROOT, readme)) as f:
+        examples = re.findall(r"^## Example Playbook\n\n```yaml\n(.*?)^```$", f.read(), re.M | re.S)
+    assert len(examples) == 1, "%s: one ```yaml block under ## Example Playbook" % readme
+    plays = yaml.safe_load(examples[0])
+    assert isinstance(plays, list) and all("hosts" in play for play in plays), readme
+    return plays
+
+
+def inventory_groups():
+    """The groups of the shipped example inventories (inventories/lab, lab-multinode; sim is the repository's)."""
+    def groups(node):
+        for name, group in ((node or {}).get("children") or {}).items():
+            yield name
+            yield from groups(group)
+    found = set()
+    for name in ("lab", "lab-multinode"):
+        with open(os.path.join(ROOT, "inventories", name, "hosts.yml")) as f:
+            found |= set(groups(yaml.safe_load(f)["all"]))
+    return found
+
+
+@pytest.mark.parametrize("readme", ["README.md"] + [os.path.join("roles", r, "README.md") for r in ROLES])
+def test_every_readme_example_runs_on_a_group_of_the_example_inventories(readme):
+    """Copied with the example inventory, an example play finds its hosts: vllm_servers, the group of inventories/lab
+    and of every shipped playbook (not a group of some other inventory, such as gpu_servers)."""
+    groups = inventory_groups()
+    assert "vllm_servers" in groups
+    for play in example_plays(readme):
+        missing = [p for p in re.split(r"[:,]", play["hosts"]) if p.lstrip("!&") not in groups]
+        assert not missing, "%s: hosts %s, no group of inventories/lab or lab-multinode" % (readme, missing)
+
+
 @pytest.mark.parametrize("role", ROLES)
 def test_every_readme_example_uses_the_role_with_its_own_variables(role):
-    with open(os.path.join(ROOT, "roles", role, "README.md")) as f:
-        examples = re.findall(r"^## Example Playbook\n\n```yaml\n(.*?)^```$", f.read(), re.M | re.S)
-    assert len(examples) == 1, "%s: one ```yaml block under ## Example Playbook" % role
-    plays = yaml.safe_load(examples[0])
-    assert isinstance(plays, list) and all("hosts" in play for play in plays), role
+    plays = example_plays(os.path.join("roles", role, "README.md"))
     entries = [entry for play in plays for entry in play.get("roles", [])]
     assert "moeops.inference.%s" % role in [e.get("role") if isinstance(e, dict) else e for e in entries], role
     # No invented variables: every key with a role's prefix is an option in the roles' specs.
