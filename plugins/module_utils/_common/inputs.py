@@ -430,8 +430,8 @@ def port(name: str, value: Any, ssh_port: Any = 22, privileged: bool = False,
     problems: Problems = []
     if number < PRIVILEGED_BELOW and not privileged:
         problems.append("%s is %d, a privileged port (below %d: sshd, DNS, a web server live there): pick a port from %d "
-                        "up, or set %s: true if it is meant" % (name, number, PRIVILEGED_BELOW, PRIVILEGED_BELOW,
-                                                                 PRIVILEGED_SWITCH))
+                        "up, or set %s: true if it is meant"
+                        % (name, number, PRIVILEGED_BELOW, PRIVILEGED_BELOW, PRIVILEGED_SWITCH))
     for other in sorted(elsewhere or {}):
         if other != name and port_number((elsewhere or {})[other]) == number:
             problems.append("%s is %d, also %s's: each listener needs its own port" % (name, number, other))
