@@ -69,8 +69,17 @@ class ActionModule(ActionBase):
                                                   msg="moeops.inference.role_plan: %s" % exc))
             return result
         values = self._values(spec, defaults, task_vars)
-        planned = role_plan.plan_role(role, spec, values, sorted(task_vars), specs.spec_roles(), args["context"],
-                                      plan=args["plan"])
+        context = dict(args["context"])
+        context.setdefault("ssh_port", self._ssh_port(task_vars))
+        roles = specs.spec_roles()
+        try:
+            elsewhere = self._ports_elsewhere(role, spec, roles, task_vars)
+        except specs.SpecError as exc:
+            result.update(role_plan.action_result(dict(NOTHING, problems=[str(exc)]), (), args["fail_on_problems"],
+                                                  msg="moeops.inference.role_plan: %s" % exc))
+            return result
+        planned = role_plan.plan_role(role, spec, values, sorted(task_vars), roles, context, plan=args["plan"],
+                                      elsewhere=elsewhere)
         # A refusal carries the message and the problems, not the plan (action_result says why).
         result.update(role_plan.action_result(planned, values, args["fail_on_problems"]))
         # A no_log option's value is never returned (the plan and the values may hold it): masked in the result.
@@ -78,6 +87,30 @@ class ActionModule(ActionBase):
             if isinstance(opt, dict) and opt.get("no_log") and isinstance(values.get(name), str) and values[name]:
                 self._mask(result, values[name])
         return result
+
+    def _ssh_port(self, task_vars):
+        """The port Ansible connects on: ansible_port (or the older ansible_ssh_port) as the inventory sets it, else the
+        connection's configured port (remote_port), else 22. No role's port and no firewall may take it."""
+        lookup = lookup_loader.get("ansible.builtin.vars", loader=self._loader, templar=self._templar)
+        for name in ("ansible_port", "ansible_ssh_port"):
+            if name in task_vars:
+                try:
+                    return lookup.run([name], variables=task_vars)[0]
+                except AnsibleError:
+                    continue
+        return getattr(self._play_context, "port", None) or 22
+
+    def _ports_elsewhere(self, role, spec, roles, task_vars):
+        """The other roles' port options that this host's variables set, with their values: no port of this role may
+        take one. Only those set: a role's default port counts only where that role runs, which a role's plan cannot
+        know (Ray's metrics port 8080 would refuse vllm_service_port 8080 on a box without Ray); the shipped defaults
+        never collide (tests/unit/roles/test_typed_inputs.py). Options this role declares itself are its own rules'."""
+        found = {}
+        for other, names in role_plan.other_port_options(role, spec, roles).items():
+            other_spec = specs.role_options(other)
+            wanted = dict((n, other_spec[n]) for n in names if n in other_spec and n in task_vars)
+            found.update(self._values(wanted, specs.role_defaults(other), task_vars))
+        return found
 
     def _values(self, spec, defaults, task_vars):
         """Every option's value as the role will see it: the host's variable as Ansible templates it, else the role's

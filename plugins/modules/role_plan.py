@@ -17,7 +17,10 @@ description:
     false.
   - Refuses what the rules refuse, all at once, each message naming the variable - the spec's own type check, no line
     break (newline, carriage return or NUL) in any string, strict integers, booleans and ports, lists and dicts not
-    given as strings, absolute normalised paths; a removed variable name (naming its replacement); then the role's own
+    given as strings, absolute normalised paths; a removed variable name (naming its replacement); the address and
+    port types of the options the role declares (canonical addresses without a zone id; ports neither the SSH port
+    Ansible connects on - C(ansible_port), else the connection's port, else 22 - nor another role's port - its value
+    on the host, else that role's default - nor below 1024 unless C(moeops_allow_privileged_ports)); then the role's own
     rules, which live in one private module of the role (C(plugins/module_utils/_roles/<role>)).
   - Warns about a variable with the role's prefix that is no option (usually a typo), with the closest option.
   - Returns the role's plan (what it will render and run) and a one-line outcome. A no_log option's value never
@@ -58,6 +61,7 @@ options:
     description:
       - What the role's check read before planning, by name - C(gpus) (the C(nvidia_gpu) facts), C(facts) (the
         distribution facts) and what one role needs (the vllm_service role's stored NCCL tuning result, staged weights).
+      - C(ssh_port), when not given, is the port Ansible connects on, read by the action.
     type: dict
     default: {}
   fail_on_problems:

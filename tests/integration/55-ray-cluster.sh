@@ -130,8 +130,9 @@ check_refused '{"ray_cluster_environment": {"GLOO_X": "a\nExecStartPre=/bin/id"}
   "ray_cluster: ray_cluster_environment.GLOO_X contains a newline" \
   "ray_cluster: ray_cluster_service_name must be a systemd unit name" \
   "vllm_service: vllm_service_extra_args[0] --host: set vllm_service_host instead"
-# A worker range that holds the SSH port: the firewall would drop SSH from the controller (issue 28).
-check_refused '{"ray_cluster_min_worker_port": 1, "ray_cluster_max_worker_port": 1024}' \
+# A worker range that holds the SSH port: the firewall would drop SSH from the controller (issue 28); privileged ports
+# allowed, so that the range rule is the one that speaks (issue 41).
+check_refused '{"ray_cluster_min_worker_port": 1, "ray_cluster_max_worker_port": 1024, "moeops_allow_privileged_ports": true}' \
   "ray_cluster: ray_cluster_min_worker_port..ray_cluster_max_worker_port (1-1024) contains the SSH port (ansible_port), 22"
 rm -f "$out" "$gen"
 echo "ray_cluster: four bad inputs refused on every host before any change; three runs in $((SECONDS - bad)) s"

@@ -77,7 +77,7 @@ ansible-playbook -i "$inv" playbooks/glm5.yml -e moeops_hosts=moeops-badinputs -
   -e vllm_service_tensor_parallel_size=3 -e vllm_hf_home=cache/hf -e vllm_service_extra_args=--enforce-eager \
   > "$work/cli.txt" 2>&1 || rc=$?
 [ "$rc" -eq 2 ] || { echo "-e run: exit $rc, expected 2"; tail -30 "$work/cli.txt"; exit 1; }
-for want in "vllm_service_port must be a TCP port in 1-65535, got '99999'" \
+for want in "vllm_service_port must be a TCP port in 1-65535, got 99999" \
             "vllm: vllm_hf_home must be an absolute path, got 'cache/hf'" \
             "vllm_service: vllm_hf_home must be an absolute path, got 'cache/hf'" \
             "vllm_service_extra_args must be a list, got the string '--enforce-eager'; from the command line pass JSON"; do
@@ -102,7 +102,7 @@ ansible-playbook -i "$inv" playbooks/minimax_m25.yml --tags preflight -e moeops_
 grep -q 'preflight passed: 8 GPU(s)' "$work/tag.txt" && grep -q 'changed=0.*failed=0' "$work/tag.txt"
 echo "passed   minimax_m25.yml --tags preflight with a one-file profile: checks only, changed=0"
 
-# (The scope id case as JSON: key=value splits at the spaces, and '::1%i' alone is a valid scoped address.)
+# (The zone id case as JSON: key=value splits at the spaces.)
 # Issue 28: a Ray node address that is IPv6 or has no IPv4 address, and a scope id that carries an argument, refused by
 # the ray_cluster role's check (once: by getent ahostsv4, after Ray was installed), on the node as a one-node cluster.
 ray_refused() {  # ray_refused NAME EXPECTED ARGS...
@@ -118,11 +118,13 @@ ray_refused ipv6-node-address "ray_cluster: ray_cluster_node_address must be an 
 ray_refused unresolvable-node-address \
   "ray_cluster: ray_cluster_node_address of moeops-badinputs ray-nowhere.invalid: no IPv4 address on moeops-badinputs (getent ahostsv4)" \
   -e ray_cluster_node_address=ray-nowhere.invalid
-# Class 7: a worker port range that holds the SSH port (ansible_port, 22 here), which the firewall would drop.
+# Class 7: a worker port range that holds the SSH port (ansible_port, 22 here), which the firewall would drop (privileged
+# ports allowed, so that the range rule is the one that speaks).
 ray_refused worker-ports-holding-ssh \
   "ray_cluster: ray_cluster_min_worker_port..ray_cluster_max_worker_port (1-1024) contains the SSH port (ansible_port), 22" \
-  -e ray_cluster_node_address=10.89.0.250 -e ray_cluster_min_worker_port=1 -e ray_cluster_max_worker_port=1024
-ray_refused scope-id-argument "ray_cluster: ray_cluster_dashboard_host must be an IP address or a host name; the scope id after" \
+  -e ray_cluster_node_address=10.89.0.250 -e ray_cluster_min_worker_port=1 -e ray_cluster_max_worker_port=1024 \
+  -e moeops_allow_privileged_ports=true
+ray_refused scope-id-argument "ray_cluster: ray_cluster_dashboard_host must be an IP address or a host name without a zone id" \
   -e ray_cluster_node_address=10.89.0.250 -e '{"ray_cluster_dashboard_host": "::1%i --dashboard-host 0.0.0.0"}'
 
 fingerprint > "$work/after"

@@ -7,8 +7,9 @@ Applied by each role's plan (the role_plan action) to the value the role will re
 - generic rules, derived from each option's meta/argument_specs.yml entry, so that an option added later is
   covered without anyone remembering: the spec's own type check and conversion (`-e x=false` is the string
   "false", which Jinja takes as true: the roles use the converted value), no line break in any string, strict
-  integers and booleans, lists and dicts not given as strings, paths absolute, normalised and without whitespace,
-  TCP ports;
+  integers and booleans, lists and dicts not given as strings, paths absolute, normalised and without whitespace;
+- the address and port types (AddressType, port): every address, network list and port option, as each role's
+  module declares it (ADDRESS_OPTIONS, PORT_OPTIONS), applied by the plan;
 - names: a variable with the role's prefix that is no option (a typo: warned, with a "did you mean"), and a name
   removed from the collection (refused, naming its replacement);
 - the rules of the names several roles share (vllm_user, vllm_group), and small checks the roles' own modules
@@ -121,13 +122,6 @@ def type_problems(name: str, opt: Mapping[str, Any], raw: Any) -> Problems:
         if posixpath.normpath(bare) != bare or bare.startswith("//"):
             return ["%s must be a normalised absolute path (no '..', '.' or '//'), got %r; use %r"
                     % (name, raw, posixpath.normpath(bare))]
-    if name.endswith("_port") and kind == "int" and not isinstance(raw, bool):
-        try:
-            port = int(str(raw).strip())
-        except ValueError:
-            return []  # the spec's conversion names it
-        if not 1 <= port <= 65535:
-            return ["%s must be a TCP port in 1-65535, got %r" % (name, raw)]
     return []
 
 
@@ -203,13 +197,6 @@ def env_mapping(name: str, value: Any, allow_null: bool) -> Problems:
 # What NCCL reads: upper-case NCCL_* names, exactly (getenv); nccl_proto would be set and never read.
 NCCL_NAME = re.compile(r"^NCCL_[A-Z0-9_]+$")
 UNIT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$")
-# RFC 1123 host names: dot-separated labels of letters, digits and inner hyphens, 253 characters at most.
-HOST_NAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-                       r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$")
-# The zone of a scoped IPv6 address (fe80::1%eth0): a Linux interface name (dev_valid_name: 1 to 15 characters, no
-# '/', ':' or whitespace; here letters, digits, _ . -) or an interface index. Python's ipaddress takes any text after
-# the '%', which then reached argv and nginx's configuration as it was.
-SCOPE_ID = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
 
 
 def nccl_overrides(name: str, value: Any) -> Problems:
@@ -227,59 +214,228 @@ def nccl_overrides(name: str, value: Any) -> Problems:
     return problems
 
 
+def _ip(text: Any) -> Any:
+    """The IP address `text` is (a scoped IPv6 address too: _address_problem refuses its zone), or None."""
+    try:
+        return ipaddress.ip_address(str(text))
+    except ValueError:
+        return None
+
+
 def is_loopback(host: Any) -> bool:
     """Loopback, by the literal only: an address in 127.0.0.0/8, ::1 (in any spelling, with or without a scope id), or
-    exactly `localhost`. A name that merely starts with `127.` is a name: it may resolve anywhere."""
+    exactly `localhost`. A name that merely starts with `127.` is a name: it may resolve anywhere.
+
+    An IPv4-mapped IPv6 address (::ffff:127.0.0.1) is decided here, not by ipaddress: Python 3.13 calls it loopback and
+    3.12 does not, so the exposure rules (a front and an API key, an allowlist) would follow the controller's Python.
+    It is never loopback, the stricter answer; the address types refuse that spelling anyway, naming the IPv4 address."""
     if host == "localhost":
         return True
     try:
-        return ipaddress.ip_address(str(host)).is_loopback
+        address = ipaddress.ip_address(str(host))
     except ValueError:
         return False
+    if address.version == 6 and address.ipv4_mapped is not None:
+        return False
+    return address.is_loopback
+
+
+# --- the address and port types: every role's address, network list and port options --------------------------------
+#
+# Each role's private module declares the type of each such option (ADDRESS_OPTIONS, PORT_OPTIONS); the plan applies
+# them (_common/plan.py) before the role's own rules, so no role parses an address or a port itself.
+# tests/unit/roles/test_typed_inputs.py fails for an option named like an address, a network list or a port that no
+# role types.
+#
+# Zone ids (fe80::1%eth0) are refused outright. A zone names an interface of the node, and the interface names are not
+# known where the roles plan: monitoring's check and preflight plan before any fact is gathered, and preflight plans
+# every role of a deploy. Python's ipaddress takes any text after the '%' ("fe80::%x any /64"), which then reached
+# IPAddressAllow= as `any`, argv and nginx's configuration. No role needs a link-local address: the API and the
+# exporters are reached over routed networks, Ray over IPv4.
+
+# RFC 1123 host names: dot-separated labels of letters, digits and inner hyphens, 253 characters at most.
+HOST_NAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                       r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$")
+ENDPOINT = re.compile(r"^(\[(?P<v6>[^\]]*)\]|(?P<host>[^:\[\]]*)):(?P<port>[0-9]{1,5})$")
+# Ports below this are privileged: a service binds them only with CAP_NET_BIND_SERVICE, and sshd, DNS, a web server
+# are there. Allowed only with this one switch (declared by every role that has a port option).
+PRIVILEGED_BELOW = 1024
+PRIVILEGED_SWITCH = "moeops_allow_privileged_ports"
+
+
+class AddressType(object):
+    """One kind of address option. `kind`: ip (an address of this node, to listen on), host (an IP address or a host
+    name: listened on or dialled), endpoint (HOST:PORT dialled), networks (a list of CIDR networks or addresses).
+    `ipv4_why`: the address is reached over IPv4 only, and why. `empty_means`: what an empty string means (else it is
+    refused, except for an endpoint, where empty means none)."""
+
+    def __init__(self, kind: str, ipv4_why: str = "", empty_means: str = ""):
+        self.kind, self.ipv4_why, self.empty_means = kind, ipv4_why, empty_means
+
+    def __repr__(self) -> str:
+        return "AddressType(%r)" % self.kind
+
+    def problems(self, name: str, value: Any) -> Problems:
+        if value is None:
+            return []
+        if self.kind == "networks":
+            return networks(name, value)
+        if self.kind == "endpoint":
+            return endpoint(name, value)
+        if self.kind == "ip":
+            return ip(name, value)
+        found = host(name, value, self.empty_means)
+        return found or (ipv4_only(name, value, self.ipv4_why) if self.ipv4_why else [])
+
+
+IP = AddressType("ip")
+HOST = AddressType("host")
+ENDPOINT_TYPE = AddressType("endpoint")
+NETWORKS = AddressType("networks")
+
+
+def host_type(empty_means: str = "", ipv4_why: str = "") -> AddressType:
+    return AddressType("host", ipv4_why=ipv4_why, empty_means=empty_means)
+
+
+def _address_problem(name: str, value: str, what: str) -> Problems:
+    """The rules every IP literal follows, in any address type: no zone id, no IPv4-mapped spelling, canonical form."""
+    address, scoped, _zone = value.partition("%")
+    if scoped and _ip(address) is not None:
+        return ["%s must be %s without a zone id ('%%' and an interface after an IPv6 address): the roles cannot "
+                "check the interface when they plan, and none needs a link-local address, got %r" % (name, what, value)]
+    parsed = _ip(value)
+    if parsed is None:
+        return []
+    if parsed.version == 6 and parsed.ipv4_mapped is not None:
+        return ["%s must be %s; %r is an IPv4-mapped IPv6 address: write the IPv4 address %s"
+                % (name, what, value, parsed.ipv4_mapped)]
+    if str(parsed) != value:
+        return ["%s must be %s in canonical form: write '%s', not %r" % (name, what, parsed, value)]
+    return []
+
+
+def ip(name: str, value: Any) -> Problems:
+    """An IP address of this node, canonical, without a zone id."""
+    if not isinstance(value, str):
+        return []
+    what = "an IP address of this node"
+    return _address_problem(name, value, what) or ([] if _ip(value) is not None else [
+        "%s must be %s (127.0.0.1 for loopback only), got %r" % (name, what, value)])
 
 
 def host(name: str, value: Any, empty_means: str = "") -> Problems:
-    """An IP address or a host name: it is written into argv and the unit as one word, and bound or dialled. A scoped
-    IPv6 address names an interface after its '%'; a name that the resolver reads as an IPv4 address (127.1,
-    0x7f000001, 2130706433) is refused for its usual form, so that what is checked (loopback or not) is what is used."""
+    """An IP address (canonical, without a zone id) or a host name: it is written into argv and the unit as one word, and
+    bound or dialled. A name that the resolver reads as an IPv4 address (127.1, 0x7f000001, 2130706433) is refused for
+    its usual form, so that what is checked (loopback or not) is what is used."""
     if not isinstance(value, str) or (value == "" and empty_means):
         return []
-    address, scoped, zone = value.partition("%")
-    if scoped:
-        try:
-            ipv6 = ipaddress.ip_address(address).version == 6
-        except ValueError:
-            ipv6 = False
-        if ipv6 and (not SCOPE_ID.match(zone) or zone in (".", "..")):
-            return ["%s must be an IP address or a host name; the scope id after the '%%' of an IPv6 address is an "
-                    "interface name or index (1 to 15 letters, digits, _ . -), got %r" % (name, value)]
-    try:
-        ipaddress.ip_address(value)
-        return []
-    except ValueError:
-        pass
+    what = "an IP address or a host name"
+    found = _address_problem(name, value, what)
+    if found or _ip(value) is not None:
+        return found
     if HOST_NAME.match(value):
         try:
             packed = socket.inet_aton(value)
         except OSError:
             return []
-        return ["%s must be an IP address or a host name; %r is read by the resolver as the IPv4 address %s: write "
-                "that address" % (name, value, socket.inet_ntoa(packed))]
-    return ["%s must be an IP address or a host name%s, got %r"
-            % (name, " (empty: %s)" % empty_means if empty_means else "", value)]
+        return ["%s must be %s; %r is read by the resolver as the IPv4 address %s: write that address"
+                % (name, what, value, socket.inet_ntoa(packed))]
+    return ["%s must be %s%s, got %r" % (name, what, " (empty: %s)" % empty_means if empty_means else "", value)]
+
+
+def ipv4_only(name: str, value: Any, why: str) -> Problems:
+    """No IPv6 literal: for what is reached over IPv4 only (`why` says what)."""
+    parsed = _ip(value) if isinstance(value, str) else None
+    if parsed is not None and parsed.version == 6:
+        return ["%s must be an IPv4 address or a host name with one: %s, got the IPv6 address %r" % (name, why, value)]
+    return []
 
 
 def ipv4_host(name: str, value: Any, why: str) -> Problems:
     """`host`, and no IPv6 literal: for what is reached over IPv4 only (`why` says what)."""
-    problems = host(name, value)
-    if problems or not isinstance(value, str):
-        return problems
-    try:
-        version = ipaddress.ip_address(value).version
-    except ValueError:
+    return host(name, value) or ipv4_only(name, value, why)
+
+
+def endpoint(name: str, value: Any) -> Problems:
+    """HOST:PORT dialled (an IPv6 address in brackets), or empty for none: the host by `host`, the port in 1-65535."""
+    if not isinstance(value, str) or value == "":
         return []
-    return ["%s must be an IPv4 address or a host name with one: %s, got the IPv6 address %r" % (name, why, value)
-            ] if version == 6 else []
+    match = ENDPOINT.match(value)
+    if not match or not 1 <= int(match.group("port")) <= 65535:
+        return ["%s must be HOST:PORT (an IPv6 address in brackets, a port in 1-65535) or empty, got %r" % (name, value)]
+    address = match.group("v6")
+    if address is not None:
+        parsed = _ip(address.partition("%")[0])
+        if parsed is None or parsed.version != 6:
+            return ["%s must be HOST:PORT; only an IPv6 address goes in brackets, got %r" % (name, value)]
+        return _address_problem(name, address, "HOST:PORT with an IP address or a host name")
+    return host(name, match.group("host"))
+
+
+def network(name: str, value: Any) -> Problems:
+    """One network (CIDR) or address: canonical (the network's own address, a prefix length, lower case), no zone id,
+    no IPv4-mapped IPv6 network (an nftables `ip6 saddr` never matches IPv4 traffic)."""
+    what = "a network such as 10.0.0.0/8 or an address"
+    text = value if isinstance(value, str) else None
+    if text is None:
+        return ["%s must be %s, got %s %r" % (name, what, type_name(value), value)]
+    if "%" in text:
+        return ["%s must be %s without a zone id ('%%' and an interface): the roles cannot check the interface when "
+                "they plan, got %r" % (name, what, text)]
+    address, slash, _prefix = text.partition("/")
+    try:
+        parsed = ipaddress.ip_network(text, strict=False)
+    except ValueError:
+        return ["%s must be %s, got %r" % (name, what, text)]
+    if parsed.version == 6 and parsed.network_address.ipv4_mapped is not None:
+        return ["%s must be %s; %r is an IPv4-mapped IPv6 network: write the IPv4 network" % (name, what, text)]
+    canonical = str(parsed) if slash else str(parsed.network_address)
+    if canonical != text:
+        return ["%s must be %s in canonical form: write %r, not %r" % (name, what, canonical, text)]
+    return []
+
+
+def networks(name: str, value: Any) -> Problems:
+    if not isinstance(value, (list, tuple)):
+        return []  # the spec's conversion names it
+    problems: Problems = []
+    for index, item in enumerate(value):
+        problems += network("%s[%d]" % (name, index), item)
+    return problems
+
+
+def port_number(value: Any) -> Any:
+    """A port as the spec converted it (an int, or digits from -e), else None."""
+    if isinstance(value, bool) or value is None:
+        return None
+    text = str(value).strip()
+    return int(text) if INTEGER.match(text) else None
+
+
+def port(name: str, value: Any, ssh_port: Any = 22, privileged: bool = False,
+         elsewhere: Mapping[str, Any] = None) -> Problems:
+    """A TCP port this node listens on (or that a role's firewall drops): in 1-65535; never the SSH port the inventory
+    connects on (ansible_port, default 22), which the roles' firewalls would drop and a listener would take; below 1024
+    only with moeops_allow_privileged_ports; never another role's port (`elsewhere`: option -> its value on this host)."""
+    number = port_number(value)
+    if number is None:
+        return []  # the spec's conversion names it
+    if not 1 <= number <= 65535:
+        return ["%s must be a TCP port in 1-65535, got %r" % (name, value)]
+    ssh = port_number(ssh_port)
+    if number == ssh:
+        return ["%s is %d, the SSH port (ansible_port) Ansible connects on: a listener there takes it, and a firewall "
+                "that drops it locks Ansible out" % (name, number)]
+    problems: Problems = []
+    if number < PRIVILEGED_BELOW and not privileged:
+        problems.append("%s is %d, a privileged port (below %d: sshd, DNS, a web server live there): pick a port from %d "
+                        "up, or set %s: true if it is meant"
+                        % (name, number, PRIVILEGED_BELOW, PRIVILEGED_BELOW, PRIVILEGED_SWITCH))
+    for other in sorted(elsewhere or {}):
+        if other != name and port_number((elsewhere or {})[other]) == number:
+            problems.append("%s is %d, also %s's: each listener needs its own port" % (name, number, other))
+    return problems
 
 
 def unit_name(name: str, value: Any) -> Problems:

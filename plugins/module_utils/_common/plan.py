@@ -9,7 +9,11 @@ every role of a deploy. In order:
    values by their declared types: the role's rules and its plan see `False` for `-e x=false`, never the string;
 2. the names: a removed name is refused naming its replacement, an unknown name with the role's prefix is warned
    about with a "did you mean";
-3. the role's own rules and plan, in its private module _roles/<role>.py: `input_problems(values)` and
+3. the address and port types (_common/inputs.py) on the options the role's module declares (ADDRESS_OPTIONS,
+   PORT_OPTIONS): canonical addresses without a zone id, ports that are neither the SSH port the inventory connects on
+   (the context's ssh_port, which the role_plan action sets from ansible_port), nor privileged (unless
+   moeops_allow_privileged_ports), nor another role's port (`elsewhere`, from the action);
+4. the role's own rules and plan, in its private module _roles/<role>.py: `input_problems(values)` and
    `plan(values, context)`; the plan runs only when every value passed, unless the module sets
    PLAN_DESPITE_PROBLEMS (the preflight role: its plan names the roles to check, which a refused input of its own
    must not leave unchecked).
@@ -19,7 +23,7 @@ Every problem starts with the role's name; a no_log option's value never appears
 from __future__ import annotations
 
 import importlib
-from typing import Any, Dict, List, Mapping, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ansible_collections.moeops.inference.plugins.module_utils._common import inputs
 
@@ -53,11 +57,39 @@ def redact(messages: List[str], spec: Mapping[str, Any], values: Mapping[str, An
     return messages
 
 
+def typed_problems(module: Any, values: Mapping[str, Any], ssh_port: Any,
+                   elsewhere: Optional[Mapping[str, Any]] = None) -> List[str]:
+    """The address and port types of the options `module` declares, on the checked values."""
+    problems: List[str] = []
+    for name, kind in sorted(getattr(module, "ADDRESS_OPTIONS", {}).items()):
+        problems += kind.problems(name, values.get(name))
+    privileged = values.get(inputs.PRIVILEGED_SWITCH) is True
+    for name in getattr(module, "PORT_OPTIONS", ()):
+        problems += inputs.port(name, values.get(name), ssh_port, privileged, elsewhere)
+    return problems
+
+
+def other_port_options(role: str, spec: Mapping[str, Any], roles: Sequence[str]) -> Dict[str, List[str]]:
+    """{other role: its port options} that `role` does not declare itself: the ports no port of `role` may take (the
+    role_plan action reads their values on the host, or the other roles' defaults)."""
+    found: Dict[str, List[str]] = {}
+    for other in roles:
+        if other == role:
+            continue
+        names = [n for n in getattr(role_module(other), "PORT_OPTIONS", ()) if n not in spec]
+        if names:
+            found[other] = names
+    return found
+
+
 def plan_role(role: str, spec: Mapping[str, Any], values: Mapping[str, Any], set_names: Sequence[str],
-              roles: Sequence[str], context: Mapping[str, Any], plan: bool = True) -> Dict[str, Any]:
+              roles: Sequence[str], context: Mapping[str, Any], plan: bool = True,
+              elsewhere: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """The role's plan from its option values (every option, as Ansible templated it), the names of the variables set
     for the host (for the name rules) and the context its check passes (facts, results read on the node). With
     plan false only the input rules run (a playbook that derives some inputs later checks the others first).
+    `context` may hold ssh_port (the port Ansible connects on; 22 without it); `elsewhere` the other roles' port
+    options and their values on this host, which no port of this role may take.
 
     Returns {plan, problems, warnings, outcome, values}: `values` are the converted option values; `plan` is None
     when a problem stopped the planning."""
@@ -71,6 +103,7 @@ def plan_role(role: str, spec: Mapping[str, Any], values: Mapping[str, Any], set
     # see the spec's default in place of a refused value (a value that spans lines already has its one message).
     checked = {k: (spec[k].get("default") if k in refused else v) for k, v in converted.items() if k in values}
     problems += inputs.shared_name_problems(checked)
+    problems += typed_problems(module, checked, context.get("ssh_port", 22), elsewhere)
     problems += module.input_problems(checked)
     result: Dict[str, Any] = {"plan": None, "outcome": "", "values": converted}
     # Planning needs every value valid; a role whose plan says what else to check (preflight: the roles to plan) plans

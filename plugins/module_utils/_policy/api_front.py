@@ -138,17 +138,13 @@ def routes(var: str, given: Sequence[Any], unsafe_var: str = "", unsafe_given: S
 
 
 def cidrs(var: str, given: Sequence[Any]) -> List[str]:
+    """The networks of an allowlist, by the shared network type (inputs.networks: canonical, no zone id)."""
     if not isinstance(given, (list, tuple)):
         raise ValueError("%s must be a list of networks (CIDR), got %s" % (var, type(given).__name__))
-    out = []
-    for index, item in enumerate(given):
-        try:
-            if "%" in str(item):  # ipaddress takes any text after a '%' (a scope id), which nginx then read
-                raise ValueError(item)
-            out.append(str(ipaddress.ip_network(str(item), strict=False)))
-        except ValueError:
-            raise ValueError("%s[%d] must be a network such as 10.0.0.0/8 or an address, got %r" % (var, index, item))
-    return out
+    problems = inputs.networks(var, given)
+    if problems:
+        raise ValueError("; ".join(problems))
+    return [str(ipaddress.ip_network(str(item), strict=False)) for item in given]
 
 
 def body_limit_mib(max_model_len: int) -> int:
@@ -190,10 +186,9 @@ def input_problems(port: int, backend_port: int, given_routes: Any, metrics_cidr
         routes(var_prefix + "front_routes", given_routes, var_prefix + "front_unsafe_routes", unsafe_routes)
     except ValueError as exc:
         problems.extend(getattr(exc, "problems", None) or [str(exc)])
-    try:
-        cidrs(var_prefix + "front_metrics_cidrs", metrics_cidrs)
-    except ValueError as exc:
-        problems.append(str(exc))
+    # The shared network type's messages (the plan applies it too: one message each, as the plan drops repeats).
+    problems += inputs.networks(var_prefix + "front_metrics_cidrs", metrics_cidrs) if isinstance(
+        metrics_cidrs, (list, tuple)) else []
     return problems
 
 

@@ -27,9 +27,12 @@ KNOWN_OTHER = ("monitoring_summary",)
 DURATION = re.compile(r"^(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?$")
 # A Debian version with an optional epoch (deb-version(7)).
 DEBIAN_VERSION = re.compile(r"^([0-9]+:)?[0-9][A-Za-z0-9.+~-]*$")
-HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})$")
 DURATION_OPTIONS = ("monitoring_scrape_interval", "monitoring_prometheus_retention",
                     "monitoring_alert_engine_stall_window", "monitoring_alert_target_down_for")
+# The shared types (_common/inputs.py), applied by the plan before input_problems: who may connect, where the exporters
+# listen, the scrape target of vLLM elsewhere; the listeners' ports.
+ADDRESS_OPTIONS = {"monitoring_listen": inputs.IP, "monitoring_allow": inputs.NETWORKS,
+                   "monitoring_vllm_target": inputs.ENDPOINT_TYPE}
 PORT_OPTIONS = ("monitoring_node_exporter_port", "monitoring_dcgm_exporter_port", "monitoring_prometheus_port")
 THRESHOLDS = ("monitoring_alert_ttft_p99_seconds", "monitoring_alert_itl_p99_seconds",
               "monitoring_alert_e2e_p99_seconds", "monitoring_alert_waiting_requests",
@@ -53,27 +56,13 @@ def _duration(name: str, value: Any) -> List[str]:
 
 
 def _listen_problems(v: Mapping[str, Any]) -> List[str]:
-    problems: List[str] = []
+    """A listen address that is not loopback needs an allowlist (the address and the networks are the types')."""
     listen, allow = v.get("monitoring_listen"), v.get("monitoring_allow")
-    listen_ok = False
-    if isinstance(listen, str):
-        try:
-            ipaddress.ip_address(listen)
-            listen_ok = True
-        except ValueError:
-            problems.append("monitoring_listen must be an IP address of this node (127.0.0.1 for loopback only), got %r"
-                            % listen)
-    if isinstance(allow, list):
-        for index, item in enumerate(allow):
-            try:
-                ipaddress.ip_network(str(item), strict=False)
-            except ValueError:
-                problems.append("monitoring_allow[%d] must be a network (CIDR such as 10.0.0.0/24) or an address, got %r"
-                                % (index, item))
-        if listen_ok and not inputs.is_loopback(listen) and not allow:
-            problems.append("monitoring_listen %s is not loopback: set monitoring_allow to the networks of the "
-                            "Prometheus servers that scrape this node (nothing else may connect)" % listen)
-    return problems
+    if (isinstance(listen, str) and not inputs.ip("monitoring_listen", listen) and not inputs.is_loopback(listen)
+            and isinstance(allow, list) and not allow):
+        return ["monitoring_listen %s is not loopback: set monitoring_allow to the networks of the Prometheus servers "
+                "that scrape this node (nothing else may connect)" % listen]
+    return []
 
 
 def input_problems(v: Mapping[str, Any]) -> List[str]:
@@ -94,12 +83,6 @@ def input_problems(v: Mapping[str, Any]) -> List[str]:
         if isinstance(value, str) and not DEBIAN_VERSION.match(value):
             problems.append("%s must be an exact Debian version as NVIDIA's repository carries it (such as 1:4.5.3-1 "
                             "or 4.8.2-1), got %r" % (name, value))
-    target = v.get("monitoring_vllm_target")
-    if isinstance(target, str) and target:
-        match = HOST_PORT.match(target)
-        if not match or not 1 <= int(match.group(2)) <= 65535:
-            problems.append("monitoring_vllm_target must be HOST:PORT (the API front's address and port) or empty, got %r"
-                            % target)
     problems += inputs.number_in("monitoring_max_exposure", v.get("monitoring_max_exposure"), 0, 10, low_open=False,
                                  what="between 0 and 10, as systemd-analyze security counts (10: report only)")
     problems += inputs.number_in("monitoring_alert_kv_cache_usage", v.get("monitoring_alert_kv_cache_usage"), 0, 1,

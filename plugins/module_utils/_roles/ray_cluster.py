@@ -25,9 +25,6 @@ def input_problems(v: Mapping[str, Any]) -> List[str]:
     bad = [e for e in extras if not (isinstance(e, str) and re.match(r"^[a-z][a-z0-9_-]*$", e))] \
         if isinstance(extras, list) else []
     return (inputs.unit_name("ray_cluster_service_name", v.get("ray_cluster_service_name"))
-            + inputs.ipv4_host("ray_cluster_head_address", v.get("ray_cluster_head_address"), IPV4_ONLY)
-            + inputs.ipv4_host("ray_cluster_node_address", v.get("ray_cluster_node_address"), IPV4_ONLY)
-            + inputs.host("ray_cluster_dashboard_host", v.get("ray_cluster_dashboard_host"))
             + (["ray_cluster_ray_extras must be Ray extras such as default, got %r" % bad] if bad else [])
             + inputs.number_in("ray_cluster_join_timeout", v.get("ray_cluster_join_timeout"), 0, inputs.SYSTEMD_MAX_SECONDS,
                                what="a positive number of seconds")
@@ -45,6 +42,13 @@ PORTS = ("ray_cluster_gcs_port", "ray_cluster_dashboard_port", "ray_cluster_obje
 # ray[default] brings grpcio), also when no --ray-client-server-port is given (ray/scripts/scripts.py in Ray 2.58).
 # No option turns it off, so the firewall fences it like the other Ray ports.
 RAY_CLIENT_DEFAULT_PORT = 10001
+# The shared types (_common/inputs.py), applied by the plan before input_problems. ray_cluster_head_host is no address:
+# it is an inventory host name, which the plan finds among ray_cluster_group's members.
+ADDRESS_OPTIONS = {"ray_cluster_head_address": inputs.host_type(ipv4_why=IPV4_ONLY),
+                   "ray_cluster_node_address": inputs.host_type(ipv4_why=IPV4_ONLY),
+                   "ray_cluster_dashboard_host": inputs.HOST}
+PORT_OPTIONS = PORTS + ("ray_cluster_client_server_port", "ray_cluster_min_worker_port", "ray_cluster_max_worker_port",
+                        "vllm_service_port")
 # The ports the collection itself serves beyond the cluster, which no Ray port or dropped range may hold: the API
 # (the front's or vLLM's). The SSH port comes from the context (ansible_port, default 22).
 SERVED_PORTS = ("vllm_service_port",)

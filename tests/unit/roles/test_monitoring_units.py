@@ -80,7 +80,7 @@ def test_every_unit_is_sandboxed_line_by_line(template, listen, allow):
 
 @pytest.mark.parametrize("listen, allow, expected", [
     ("127.0.0.1", (), "localhost"),
-    ("10.0.0.5", ("10.0.5.7/24", "fd00::1/64"), "localhost 10.0.0.5 10.0.5.0/24 fd00::/64"),
+    ("10.0.0.5", ("10.0.5.0/24", "fd00::/64"), "localhost 10.0.0.5 10.0.5.0/24 fd00::/64"),
 ])
 def test_the_exporters_listen_where_planned_open_to_the_allowlist_only(listen, allow, expected):
     node = dict(directives(render("node-exporter.conf.j2", listen, allow)))
@@ -112,7 +112,7 @@ def test_the_textfile_writer_has_no_network_and_writes_one_directory():
 
 
 def test_the_firewall_table_drops_the_exporter_ports_for_all_but_the_allowlist():
-    text = render("monitoring-firewall.nft.j2", "10.0.0.5", ("10.0.5.7/24", "fd00::1/64"))
+    text = render("monitoring-firewall.nft.j2", "10.0.0.5", ("10.0.5.0/24", "fd00::/64"))
     assert "elements = { 10.0.5.0/24 }" in text and "elements = { fd00::/64 }" in text
     rules = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
     assert rules.index('iif "lo" accept') < rules.index("ip saddr @allow4 accept") < rules.index("tcp dport { 9100, 9400 } drop")

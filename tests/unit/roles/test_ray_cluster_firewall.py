@@ -77,7 +77,8 @@ def test_nft_accepts_the_rules(tmp_path):
 
 
 @pytest.mark.parametrize("values,ctx,message", [
-    ({"ray_cluster_min_worker_port": 1, "ray_cluster_max_worker_port": 1024}, {},
+    # Privileged worker ports, allowed by the switch: the range rule still refuses the SSH port in it.
+    ({"ray_cluster_min_worker_port": 1, "ray_cluster_max_worker_port": 1024, "moeops_allow_privileged_ports": True}, {},
      "ray_cluster_min_worker_port..ray_cluster_max_worker_port (1-1024) contains the SSH port (ansible_port), 22"),
     ({"ray_cluster_min_worker_port": 2000, "ray_cluster_max_worker_port": 3000}, {"ssh_port": "2222"},
      "ray_cluster_min_worker_port..ray_cluster_max_worker_port (2000-3000) contains the SSH port (ansible_port), 2222"),

@@ -20,10 +20,11 @@ from ansible_collections.moeops.inference.plugins.module_utils._common.plan impo
 from ansible_collections.moeops.inference.plugins.module_utils._policy import model_profile
 from ansible_collections.moeops.inference.plugins.module_utils._roles.vllm_service import engine as engine_rules
 from ansible_collections.moeops.inference.plugins.module_utils._roles.vllm_service import fit
-from ansible_collections.moeops.inference.plugins.module_utils._roles.vllm_service.inputs import input_problems
+from ansible_collections.moeops.inference.plugins.module_utils._roles.vllm_service.inputs import (
+    ADDRESS_OPTIONS, PORT_OPTIONS, input_problems)
 from ansible_collections.moeops.inference.plugins.module_utils._roles.vllm_service.unit import unit_plan
 
-__all__ = ["KNOWN_OTHER", "input_problems", "plan"]
+__all__ = ["ADDRESS_OPTIONS", "KNOWN_OTHER", "PORT_OPTIONS", "input_problems", "plan"]
 
 # Variables with the role's prefix that are results, not options.
 KNOWN_OTHER = ("vllm_service_summary", "vllm_service_desired", "vllm_service_canary_result",

@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, moeops.inference contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The vllm_service role's input rules, beyond what its argument spec says: the front's inputs (by the front's own
-rules), the unit's name, the host, secrets without whitespace, ranges, `vllm serve` arguments that have a dedicated
+"""The vllm_service role's input rules, beyond what its argument spec says and the address and port types declared
+here: the front's inputs (by the front's own rules), the unit's name, secrets without whitespace, ranges, `vllm serve` arguments that have a dedicated
 variable, hardening overrides limited to sandboxing directives. Private to the collection
 (module_utils/_roles/vllm_service/__init__.py applies them to the converted values).
 """
@@ -49,6 +49,13 @@ ReadOnlyPaths ReadWritePaths RemoveIPC RestrictAddressFamilies RestrictFileSyste
 RestrictRealtime RestrictSUIDSGID RuntimeDirectory StateDirectory SystemCallArchitectures SystemCallErrorNumber
 SystemCallFilter TemporaryFileSystem UMask
 """.split())
+
+
+# The shared types (_common/inputs.py), applied by the plan before input_problems.
+ADDRESS_OPTIONS = {"vllm_service_host": inputs.host_type(empty_means="every address"),
+                   "vllm_service_front_metrics_cidrs": inputs.NETWORKS,
+                   "vllm_service_ray_address": inputs.ENDPOINT_TYPE}
+PORT_OPTIONS = ("vllm_service_port", "vllm_service_backend_port")
 
 
 def extra_args_problems(name: str, value: Any) -> List[str]:
@@ -100,7 +107,6 @@ def _front(v: Mapping[str, Any]) -> List[str]:
         v.get("vllm_service_front_tls_cert") or "", v.get("vllm_service_front_tls_key") or "",
         unsafe_routes=unsafe if isinstance(unsafe, list) else [])
     return (problems
-            + inputs.number_in("vllm_service_backend_port", backend, 0, 65535, what="a TCP port in 1-65535 (null: the port + 1)")
             + inputs.number_in("vllm_service_shutdown_timeout", v.get("vllm_service_shutdown_timeout"), 0,
                                inputs.SYSTEMD_MAX_SECONDS - api_front.STOP_MARGIN_S, low_open=False,
                                what="0 or more seconds, below %d" % (inputs.SYSTEMD_MAX_SECONDS - api_front.STOP_MARGIN_S))
@@ -113,7 +119,6 @@ def _front(v: Mapping[str, Any]) -> List[str]:
 def input_problems(v: Mapping[str, Any]) -> List[str]:
     """The role's own input rules (what a spec cannot say), on its converted values."""
     return (_front(v) + inputs.unit_name("vllm_service_name", v.get("vllm_service_name"))
-            + inputs.host("vllm_service_host", v.get("vllm_service_host"), empty_means="every address")
             + inputs.no_whitespace("vllm_service_api_key", v.get("vllm_service_api_key"))
             + inputs.no_whitespace("vllm_service_hf_token", v.get("vllm_service_hf_token"))
             + inputs.number_in("vllm_service_max_exposure", v.get("vllm_service_max_exposure"), 0, 10, low_open=False,
@@ -131,6 +136,9 @@ def input_problems(v: Mapping[str, Any]) -> List[str]:
                                % inputs.SYSTEMD_MAX_SECONDS)
             + inputs.number_in("vllm_service_restart_sec", v.get("vllm_service_restart_sec"), 0, inputs.SYSTEMD_MAX_SECONDS,
                                low_open=False, what="0 or more seconds, below %d" % inputs.SYSTEMD_MAX_SECONDS)
+            # Also without a Ray address: 0 would reach the unit as --pipeline-parallel-size 0 once one is set.
+            + inputs.number_in("vllm_service_pipeline_parallel_size", v.get("vllm_service_pipeline_parallel_size"), 0,
+                               1024, what="a positive number of pipeline stages (the Ray nodes)")
             + inputs.number_in("vllm_service_tensor_parallel_size", v.get("vllm_service_tensor_parallel_size"), 0, 1024,
                                what="a positive number of GPUs (null takes the policy's)")
             + inputs.number_in("vllm_service_max_queued_requests", v.get("vllm_service_max_queued_requests"), 0, 2 ** 31,

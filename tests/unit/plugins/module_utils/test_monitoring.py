@@ -86,7 +86,7 @@ def test_the_plan_on_loopback_opens_nothing():
 
 
 def test_the_plan_beyond_loopback():
-    plan = planned(monitoring_listen="10.0.0.5", monitoring_allow=["10.0.5.7/24", "fd00::1/64"], monitoring_dcgm=False,
+    plan = planned(monitoring_listen="10.0.0.5", monitoring_allow=["10.0.5.0/24", "fd00::/64"], monitoring_dcgm=False,
                    monitoring_vllm_target="box1:8000", monitoring_vllm_scheme="https", monitoring_max_exposure=10)
     assert plan["ip_allow"] == ["localhost", "10.0.0.5", "10.0.5.0/24", "fd00::/64"]
     assert plan["firewall"] and plan["allow4"] == ["10.0.5.0/24"] and plan["allow6"] == ["fd00::/64"]

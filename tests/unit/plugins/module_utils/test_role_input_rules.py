@@ -104,7 +104,8 @@ def test_ordinary_environment_passes():
 @pytest.mark.parametrize("name, value, message", [
     ("vllm_service_port", True, "vllm_service_port must be a number, got the boolean true"),
     ("vllm_service_port", "1e4", "vllm_service_port"),
-    ("vllm_service_port", "99999", "vllm_service_port must be a TCP port in 1-65535, got '99999'"),
+    # The port type sees the converted value (-e gives the string).
+    ("vllm_service_port", "99999", "vllm_service_port must be a TCP port in 1-65535, got 99999"),
     ("vllm_service_extra_args", "--enforce-eager",
      "vllm_service_extra_args must be a list, got the string '--enforce-eager'; from the command line pass JSON: "
      "-e '{\"vllm_service_extra_args\": [\"...\"]}'"),
@@ -287,20 +288,23 @@ def test_a_name_that_starts_with_127_gets_a_front_and_an_api_key():
     assert "--host" in plan["args"] and plan["args"][plan["args"].index("--host") + 1] == "127.0.0.1"
 
 
-@pytest.mark.parametrize("role, name", [("vllm_service", "vllm_service_host"), ("ray_cluster", "ray_cluster_head_address"),
-                                        ("ray_cluster", "ray_cluster_dashboard_host")])
-@pytest.mark.parametrize("value", ["::1%i --dashboard-host 0.0.0.0", "fe80::1%eth0;", "fe80::1%", "fe80::1%..",
-                                   "fe80::1%a/b", "fe80::1%abcdefghijklmnop", "fe80::1%$(id)"])
-def test_a_scope_id_that_is_no_interface_name_is_refused(role, name, value):
-    """Class 5: ipaddress takes any text after the '%'; it reached Ray's argv and nginx's configuration."""
+ZONED = ["::1%i --dashboard-host 0.0.0.0", "fe80::1%eth0;", "fe80::1%", "fe80::1%..", "fe80::1%a/b",
+         "fe80::1%abcdefghijklmnop", "fe80::1%$(id)", "fe80::%x any", "fe80::1%eth0", "fe80::1%2", "::1%lo"]
+
+
+@pytest.mark.parametrize("role, name, what", [
+    ("vllm_service", "vllm_service_host", "an IP address or a host name"),
+    ("ray_cluster", "ray_cluster_head_address", "an IP address or a host name"),
+    ("ray_cluster", "ray_cluster_dashboard_host", "an IP address or a host name"),
+    ("monitoring", "monitoring_listen", "an IP address of this node")])
+@pytest.mark.parametrize("value", ZONED)
+def test_an_address_with_a_zone_id_is_refused(role, name, what, value):
+    """Classes 5 and 41.1: ipaddress takes any text after the '%'; it reached Ray's argv, nginx's configuration and
+    (monitoring) IPAddressAllow= as `any`. Interface names are not known when the roles plan: every zone id is
+    refused, also one that names an interface."""
     assert problems(role, **{name: value}) == [
-        "%s: %s must be an IP address or a host name; the scope id after the '%%' of an IPv6 address is an interface "
-        "name or index (1 to 15 letters, digits, _ . -), got %r" % (role, name, value)]
-
-
-@pytest.mark.parametrize("value", ["fe80::1%eth0", "fe80::1%enp65s0f0np0", "fe80::1%2", "fe80::1%br-lan.10", "::1%lo"])
-def test_a_scope_id_that_names_an_interface_passes(value):
-    assert problems("vllm_service", vllm_service_host=value) == []
+        "%s: %s must be %s without a zone id ('%%' and an interface after an IPv6 address): the roles cannot check the "
+        "interface when they plan, and none needs a link-local address, got %r" % (role, name, what, value)]
 
 
 @pytest.mark.parametrize("value, address", [("127.1", "127.0.0.1"), ("0x7f000001", "127.0.0.1"),
@@ -311,14 +315,19 @@ def test_a_name_the_resolver_reads_as_an_ipv4_address_is_refused(value, address)
         "address %s: write that address" % (value, address)]
 
 
-@pytest.mark.parametrize("cidr", ["::1%i/128", "fe80::%eth0/64", "10.0.0.0/8%x"])
-def test_a_metrics_network_never_carries_a_scope_id(cidr):
-    found = problems("vllm_service", vllm_service_front_metrics_cidrs=[cidr])
-    assert any("vllm_service_front_metrics_cidrs[0] must be a network such as 10.0.0.0/8" in p for p in found), found
+@pytest.mark.parametrize("role, name", [("vllm_service", "vllm_service_front_metrics_cidrs"),
+                                        ("monitoring", "monitoring_allow")])
+@pytest.mark.parametrize("cidr", ["::1%i/128", "fe80::%eth0/64", "10.0.0.0/8%x", "fe80::%x any /64"])
+def test_a_network_never_carries_a_zone_id(role, name, cidr):
+    """Class 41.1: `fe80::%x any /64` in monitoring_allow reached IPAddressAllow= as `any` (0.0.0.0/0 ::/0)."""
+    values = {name: [cidr], "monitoring_listen": "10.0.0.5"} if role == "monitoring" else {name: [cidr]}
+    assert problems(role, **values) == [
+        "%s: %s[0] must be a network such as 10.0.0.0/8 or an address without a zone id ('%%' and an interface): the "
+        "roles cannot check the interface when they plan, got %r" % (role, name, cidr)]
 
 
 @pytest.mark.parametrize("name", ["ray_cluster_node_address", "ray_cluster_head_address"])
-@pytest.mark.parametrize("value", ["::1", "fd00::5", "fe80::1%eth0"])
+@pytest.mark.parametrize("value", ["::1", "fd00::5", "fe80::1"])
 def test_ray_refuses_an_ipv6_cluster_address_in_its_check(name, value):
     """The late refusal (getent ahostsv4, after Ray was installed) is the input rule now."""
     assert problems("ray_cluster", **{name: value}) == [
@@ -397,3 +406,45 @@ def test_a_catch_all_or_unguarded_route_is_refused_naming_the_entry(name, entry,
 
 def test_an_unguarded_route_named_unsafe_passes():
     assert problems("vllm_service", vllm_service_host="0.0.0.0", vllm_service_front_unsafe_routes=["POST /tokenize"]) == []
+
+
+# --- issue 41, class 6 ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value", [0, -1, "0"])
+def test_pipeline_parallel_size_is_positive_also_with_a_ray_address(value):
+    """vllm_service_pipeline_parallel_size 0 with a Ray address reached the unit as --pipeline-parallel-size 0."""
+    message = ("vllm_service: vllm_service_pipeline_parallel_size must be a positive number of pipeline stages (the Ray "
+               "nodes), got %s" % int(value))
+    assert problems("vllm_service", vllm_service_ray_address="10.0.0.1:6379",
+                    vllm_service_pipeline_parallel_size=value) == [message]
+    assert problems("vllm_service", vllm_service_pipeline_parallel_size=value) == [message]
+    assert problems("vllm_service", vllm_service_ray_address="10.0.0.1:6379", vllm_service_pipeline_parallel_size=2) == []
+
+
+def _stat_loops():
+    """The loop of every task that stats the front's TLS files before the plan (the role's check, preflight)."""
+    loops = []
+    for path in (("vllm_service", "tasks", "check.yml"), ("preflight", "tasks", "plan.yml")):
+        with open(os.path.join(specs.ROLES_DIR, *path)) as f:
+            loops += [t["loop"] for t in yaml.safe_load(f) if "ansible.builtin.stat" in t
+                      and "vllm_service_front_tls_cert" in t["loop"]]
+    assert len(loops) == 2, loops
+    return loops
+
+
+@pytest.mark.parametrize("broken", ["/etc/ssl/a\0b.crt", "/etc/ssl/a\nb.crt", "/etc/ssl/a\rb.crt"])
+def test_a_tls_path_with_a_line_breaker_is_refused_by_the_plan_never_read(broken):
+    """A NUL byte in a TLS path failed the stat before the plan with "Failed to log to syslog", naming no variable: the
+    stat leaves it out, and the plan refuses it naming the variable."""
+    import role_templating
+    found = problems("vllm_service", vllm_service_host="0.0.0.0", vllm_service_front_tls_cert=broken,
+                     vllm_service_front_tls_key="/etc/ssl/k.pem")
+    assert found[0].startswith("vllm_service: vllm_service_front_tls_cert contains a "), found
+    assert not [p for p in found if broken in p or "syslog" in p], found
+    variables = {"vllm_service_front_tls_cert": broken, "vllm_service_front_tls_key": "/etc/ssl/k.pem",
+                 "_preflight": {"plan": {"roles": ["vllm_service"]}}}
+    for loop in _stat_loops():
+        assert role_templating.render(loop, variables) == ["/etc/ssl/k.pem"]
+    variables["vllm_service_front_tls_cert"] = "/etc/ssl/a.crt"
+    for loop in _stat_loops():
+        assert role_templating.render(loop, variables) == ["/etc/ssl/a.crt", "/etc/ssl/k.pem"]
