@@ -253,13 +253,16 @@ def test_the_action_reads_the_ssh_port_from_the_inventory(task_vars, play_contex
     assert int(_action(play_context_port=play_context_port)._ssh_port(task_vars)) == port
 
 
-def test_the_action_reads_the_other_roles_ports_set_or_defaulted():
+def test_the_action_reads_the_other_roles_ports_the_host_sets():
+    """Only ports the host's variables set: a default port counts only where its role runs, which the plan cannot
+    know (Ray's metrics port 8080 would otherwise refuse vllm_service_port 8080 on a box without Ray)."""
     action = _action()
     roles = spec_roles()
-    found = action._ports_elsewhere("monitoring", role_spec("monitoring"), roles, {"vllm_service_port": 9100})
-    assert found["vllm_service_port"] == 9100  # set on the host
-    assert found["ray_cluster_gcs_port"] == 6379 and found["vllm_service_backend_port"] is None  # the roles' defaults
-    assert not [n for n in found if n.startswith("monitoring_")]
+    found = action._ports_elsewhere("monitoring", role_spec("monitoring"), roles,
+                                    {"vllm_service_port": 9100, "monitoring_node_exporter_port": 9101})
+    assert found == {"vllm_service_port": 9100}
+    found = action._ports_elsewhere("vllm_service", role_spec("vllm_service"), roles, {"vllm_service_port": 8080})
+    assert found == {}
 
 
 def test_the_bad_inputs_cases_of_issue_41_get_the_messages_they_expect():
