@@ -52,7 +52,8 @@ fi_version=$(sed -n 's/^Requires-Dist: flashinfer-python==//p' "tests/fixtures/v
 python3 tests/integration/flashinfer/cubin_test_double.py "$fi_version" "$work/flashinfer-index" >/dev/null
 podman cp "$work/flashinfer-index" "$node:/srv/moeops-test-flashinfer-index"
 podman exec -d "$node" python3 -m http.server 8199 --bind 127.0.0.1 --directory /srv/moeops-test-flashinfer-index >/dev/null
-echo "vllm_flashinfer_index_url: http://127.0.0.1:8199/  # TEST DOUBLE index (52-external-playbook.sh)" \
+printf '%s\n' "vllm_flashinfer_index_url: http://127.0.0.1:8199/  # TEST DOUBLE index (52-external-playbook.sh)" \
+  "vllm_allow_insecure_sources: true  # the TEST DOUBLE index serves plain http on the node's loopback" \
   >> "$project/group_vars/all.yml"
 echo "--- FlashInfer TEST DOUBLE index on the node: flashinfer-cubin $fi_version (vLLM $vllm_version)"
 

@@ -159,6 +159,9 @@ def input_problems(v: Mapping[str, Any]) -> List[str]:
             + inputs.number_in("vllm_service_health_timeout", v.get("vllm_service_health_timeout"), 0, inputs.SYSTEMD_MAX_SECONDS,
                                what="a positive number of seconds below %d (null sizes it from the weights)"
                                % inputs.SYSTEMD_MAX_SECONDS)
+            + inputs.number_in("vllm_service_canary_timeout", v.get("vllm_service_canary_timeout"), 0,
+                               inputs.SYSTEMD_MAX_SECONDS,
+                               what="a positive number of seconds (0 fails every canary, which rolls back a good deploy)")
             + inputs.number_in("vllm_service_restart_sec", v.get("vllm_service_restart_sec"), 0, inputs.SYSTEMD_MAX_SECONDS,
                                low_open=False, what="0 or more seconds, below %d" % inputs.SYSTEMD_MAX_SECONDS)
             + inputs.number_in("vllm_service_tensor_parallel_size", v.get("vllm_service_tensor_parallel_size"), 0, 1024,
