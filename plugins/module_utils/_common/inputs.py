@@ -391,8 +391,10 @@ def url_option_problems(values: Mapping[str, Any]) -> Problems:
 def secure_source(name: str, value: Any, allow_insecure: Any, what: str) -> Tuple[Problems, Problems]:
     """(problems, warnings) for a remote source the node trusts with root's or the service's code (a package index
     whose wheels run at install, a weights mirror whose files vLLM loads): https only, unless INSECURE_SWITCH is true,
-    and then a warning in every run. `what` says what comes from it. An empty value is no source."""
-    if not isinstance(value, str) or not value.strip() or value.strip().lower().startswith("https://"):
+    and then a warning in every run. `what` says what comes from it. An empty value is no source; a local one (a
+    file:// URL or an absolute path, as uv takes an index) crosses no network."""
+    local = value.strip().lower().startswith(("https://", "file://", "/")) if isinstance(value, str) else True
+    if not isinstance(value, str) or not value.strip() or local:
         return [], []
     shown = urls.mask_userinfo(value)
     if allow_insecure is True:

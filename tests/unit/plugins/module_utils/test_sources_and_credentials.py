@@ -66,10 +66,13 @@ def test_the_switch_is_a_converted_boolean():
     """-e vllm_allow_insecure_sources=false is the string "false": the spec converts it, so it refuses."""
     assert [p for p in checked("vllm", vllm_index_url="http://pypi.example/simple", vllm_allow_insecure_sources="false")
             if "must be an https:// URL" in p]
+    assert checked("vllm", vllm_index_url="http://pypi.example/simple", vllm_allow_insecure_sources="true") == []
 
 
 def test_https_sources_and_unused_ones_pass():
     assert checked("vllm", vllm_index_url="https://pypi.example/simple") == []
+    assert checked("vllm", vllm_index_url="file:///srv/wheels/simple") == []  # a local index crosses no network
+    assert checked("vllm", vllm_index_url="/srv/wheels/simple") == []
     assert checked("vllm", vllm_engine="cpu", vllm_flashinfer_index_url="http://unused.example/whl") == []
     assert checked("vllm", vllm_flashinfer_kernels=False, vllm_flashinfer_index_url="http://unused.example/whl") == []
     assert checked("model_weights", model_weights_source="none", model_weights_mirror_url="http://unused.example") == []
