@@ -96,7 +96,7 @@ def test_every_url_option_is_covered_by_the_dash_rule():
     """The rule goes by the name: every option of every role whose name ends in _url."""
     names = sorted({n for role in spec_roles() for n in role_spec(role) if n.endswith("_url")})
     assert "vllm_flashinfer_index_url" in names and "model_weights_mirror_url" in names
-    assert [p for p in inputs.url_option_problems({n: "-x" for n in names})] == [
+    assert inputs.url_option_problems({n: "-x" for n in names}) == [
         "%s must be a URL or an absolute path, not something that starts with '-' (the program it is passed to would "
         "read it as an option), got '-x'" % n for n in names]
 
@@ -152,8 +152,8 @@ def test_the_settings_report_masks_a_urls_credentials_and_compares_what_is_left(
 def _issue_41_cases():
     with open(os.path.join(ROOT, "tests", "integration", "bad-inputs", "cases.yml")) as f:
         deploy = yaml.safe_load(f)["deploy"]
-    return [one for case in deploy if case["host"] in ("inputs-spellings-sources-timeouts",
-                                                      "inputs-extra-args-underscore-secret") for one in case["inputs"]]
+    hosts = ("inputs-spellings-sources-timeouts", "inputs-extra-args-underscore-secret")
+    return [one for case in deploy if case["host"] in hosts for one in case["inputs"]]
 
 
 @pytest.mark.parametrize("case", _issue_41_cases(), ids=lambda c: c["name"])
