@@ -235,7 +235,7 @@ from ansible.module_utils.urls import open_url
 from ansible_collections.moeops.inference.plugins.module_utils._weights import model_weights as mw
 from ansible_collections.moeops.inference.plugins.module_utils._weights.fetch import (
     HF_FETCH_PROGRAM, HTTP_FETCH_PROGRAM, LOCAL_READ_PROGRAM)
-from ansible_collections.moeops.inference.plugins.module_utils._common import state_files
+from ansible_collections.moeops.inference.plugins.module_utils._common import state_files, urls
 
 SOURCE_SIZES = {"hf": "hub tree listing", "http": "mirror manifest (" + mw.MIRROR_MANIFEST_NAME + ")",
                 "rsync": "rsync --list-only", "local": "safetensors headers and index only"}
@@ -246,7 +246,8 @@ JSON_FORMAT = {"indent": 1, "newline": False}
 
 
 def _location(p):
-    return {"hf": p["repo_id"], "local": p["path"], "http": p["url"], "rsync": p["url"]}[p["source"]]
+    """Where the weights come from, as shown and recorded: a mirror URL's credentials masked (urls.mask_userinfo)."""
+    return urls.mask_userinfo({"hf": p["repo_id"], "local": p["path"], "http": p["url"], "rsync": p["url"]}[p["source"]])
 
 
 def _child_env(p):
@@ -277,7 +278,7 @@ def _run_child(module, p, argv, request, progress_state=None):
         tail = (err or out)[-3000:].strip()
         if p["token"]:
             tail = tail.replace(p["token"], "********")
-        module.fail_json(msg="the %s download failed (exit %d), last output: %s" % (p["source"], rc, tail),
+        module.fail_json(msg=urls.mask_userinfo("the %s download failed (exit %d), last output: %s" % (p["source"], rc, tail)),
                          complete=False, downloaded=True)
     events = []
     for line in out.splitlines():
@@ -311,16 +312,16 @@ def _mirror_sizes(module, p):
             text = open_url(url, timeout=p["timeout"], ca_path=p["ca_bundle"]).read().decode("utf-8")
             return mw.parse_mirror_manifest(text)
         except mw.WeightsError as exc:
-            module.fail_json(msg="%s: %s" % (url, exc))
+            module.fail_json(msg=urls.mask_userinfo("%s: %s" % (url, exc)))
         except Exception as exc:  # pylint: disable=broad-except
-            module.fail_json(msg="cannot read the mirror manifest %s: %s" % (url, exc))
+            module.fail_json(msg=urls.mask_userinfo("cannot read the mirror manifest %s: %s" % (url, exc)))
     rc, out, err = module.run_command(["rsync", "--list-only", "--recursive", p["url"].rstrip("/") + "/"])
     if rc != 0:
-        module.fail_json(msg="rsync --list-only %s failed (exit %d): %s" % (p["url"], rc, err.strip()))
+        module.fail_json(msg=urls.mask_userinfo("rsync --list-only %s failed (exit %d): %s" % (p["url"], rc, err.strip())))
     try:
         return mw.parse_rsync_listing(out)
     except mw.WeightsError as exc:
-        module.fail_json(msg="%s: %s" % (p["url"], exc))
+        module.fail_json(msg=urls.mask_userinfo("%s: %s" % (p["url"], exc)))
 
 
 def _fetch(module, p):

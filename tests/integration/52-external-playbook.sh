@@ -58,7 +58,8 @@ index_up() {
 }
 for _ in $(seq 60); do index_up && break; sleep 0.5; done
 index_up || { echo "the FlashInfer TEST DOUBLE index on the node does not answer"; exit 1; }
-echo "vllm_flashinfer_index_url: http://127.0.0.1:8199/  # TEST DOUBLE index (52-external-playbook.sh)" \
+printf '%s\n' "vllm_flashinfer_index_url: http://127.0.0.1:8199/  # TEST DOUBLE index (52-external-playbook.sh)" \
+  "vllm_allow_insecure_sources: true  # the TEST DOUBLE index serves plain http on the node's loopback" \
   >> "$project/group_vars/all.yml"
 echo "--- FlashInfer TEST DOUBLE index on the node: flashinfer-cubin $fi_version (vLLM $vllm_version)"
 

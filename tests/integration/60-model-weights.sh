@@ -56,12 +56,13 @@ for _ in $(seq 50); do rsync "rsync://127.0.0.1:$rsync_port/" >/dev/null 2>&1 &&
 rsync "rsync://127.0.0.1:$rsync_port/" >/dev/null || { echo "no answer from rsync --daemon on port $rsync_port"; exit 1; }
 
 # stage NAME EXPECT(ok|fail) EXTRA-ARGS...: one role run; output in $work/NAME.out, facts in $work/NAME.json.
+# The mirrors and the stand-in Hub here serve plain http and rsync on loopback: vllm_allow_insecure_sources accepts them.
 stage() {
   local name=$1 expect=$2 rc=0
   shift 2
   ansible-playbook "$here/stage.yml" -i localhost, -e ansible_python_interpreter="$(command -v python3)" \
     -e vllm_user=nobody -e vllm_group=nogroup -e vllm_venv="$hf_venv" \
-    -e vllm_hf_home="$work/hf_home" -e model_weights_state_dir="$work/state" \
+    -e vllm_hf_home="$work/hf_home" -e model_weights_state_dir="$work/state" -e vllm_allow_insecure_sources=true \
     -e model_weights_poll_interval=1 -e model_weights_download_timeout=600 -e result_file="$work/$name.json" "$@" >"$work/$name.out" 2>&1 || rc=$?
   if { [ "$expect" = ok ] && [ "$rc" -ne 0 ]; } || { [ "$expect" = fail ] && [ "$rc" -eq 0 ]; }; then
     echo "run $name: exit $rc, expected $expect"; cat "$work/$name.out"; exit 1

@@ -29,6 +29,8 @@ from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
+from ansible_collections.moeops.inference.plugins.module_utils._common import urls
+
 # systemd splits a unit file into lines before it reads quotes, so one of these in any value that reaches a
 # unit, an env file, a path or an account starts a directive of the caller's choosing (ExecStartPre=...).
 LINE_BREAKERS = {"\n": "a newline (\\n)", "\r": "a carriage return (\\r)", "\0": "a NUL byte"}
@@ -516,3 +518,43 @@ def unknown_name_warnings(prefix: str, options: Sequence[str], names: Sequence[s
         warnings.append("%s is set but is not an option of role %s%s; it has no effect"
                         % (name, prefix.rstrip("_"), " (did you mean %s?)" % close[0] if close else ""))
     return warnings
+
+
+# --- argv words and remote sources (issue 41: what a careless or hostile inventory still gets through) -------------
+# Kept apart from the rules above on purpose: URL and argv rules only.
+
+# The switch that lets a package index or a weights mirror be reached without TLS (declared by each role that fetches:
+# vllm, ray_cluster, model_weights); every run that uses it warns.
+INSECURE_SWITCH = "vllm_allow_insecure_sources"
+
+
+def argv_word(name: str, value: Any, program: str) -> Problems:
+    """A URL or a path that a role passes to another program as one argv word (uv's --index-url, rsync's source,
+    dpkg's package): one that starts with '-' is read by that program as an option (uv takes `--index-url -x` as a
+    missing value, rsync `-e...` as its remote shell), so it is refused here, naming the variable."""
+    if isinstance(value, str) and value.startswith("-"):
+        return ["%s must be a URL or an absolute path, not something that starts with '-' (%s would read it as an "
+                "option), got %r" % (name, program, urls.mask_userinfo(value))]
+    return []
+
+
+def url_option_problems(values: Mapping[str, Any]) -> Problems:
+    """`argv_word` for every option whose name ends in _url: each is handed to a downloader or installer."""
+    return [p for name in sorted(values) if name.endswith("_url")
+            for p in argv_word(name, values[name], "the program it is passed to")]
+
+
+def secure_source(name: str, value: Any, allow_insecure: Any, what: str) -> Tuple[Problems, Problems]:
+    """(problems, warnings) for a remote source the node trusts with root's or the service's code (a package index
+    whose wheels run at install, a weights mirror whose files vLLM loads): https only, unless INSECURE_SWITCH is true,
+    and then a warning in every run. `what` says what comes from it. An empty value is no source; a local one (a
+    file:// URL or an absolute path, as uv takes an index) crosses no network."""
+    local = value.strip().lower().startswith(("https://", "file://", "/")) if isinstance(value, str) else True
+    if not isinstance(value, str) or not value.strip() or local:
+        return [], []
+    shown = urls.mask_userinfo(value)
+    if allow_insecure is True:
+        return [], ["%s %r is not https: %s comes without TLS, so anyone on the path can replace it (%s is true)"
+                    % (name, shown, what, INSECURE_SWITCH)]
+    return ["%s must be an https:// URL: %s, and without TLS anyone on the path can replace it; got %r (set %s to "
+            "true to accept that)" % (name, what, shown, INSECURE_SWITCH)], []

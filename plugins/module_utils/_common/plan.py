@@ -17,7 +17,8 @@ every role of a deploy. In order:
    `plan(values, context)`; the plan runs only when every value passed, unless the module sets
    PLAN_DESPITE_PROBLEMS (the preflight role: its plan names the roles to check, which a refused input of its own
    must not leave unchecked).
-Every problem starts with the role's name; a no_log option's value never appears in a message.
+Every problem starts with the role's name; a no_log option's value never appears in a message, nor a URL's
+credentials in a message or the outcome line.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from ansible_collections.moeops.inference.plugins.module_utils._common import inputs
+from ansible_collections.moeops.inference.plugins.module_utils._common import inputs, urls
 
 ROLES_PACKAGE = "ansible_collections.moeops.inference.plugins.module_utils._roles"
 
@@ -48,13 +49,14 @@ def owner(name: str, roles: Sequence[str]) -> str:
 
 
 def redact(messages: List[str], spec: Mapping[str, Any], values: Mapping[str, Any]) -> List[str]:
-    """`messages` with the value of every no_log option replaced by asterisks: a secret is checked like any value,
-    but never quoted."""
+    """`messages` with the value of every no_log option replaced by asterisks, and the credentials of every URL in them
+    masked (urls.mask_userinfo: an index or mirror URL may carry a password): a secret is checked like any value, but
+    never quoted."""
     for name, opt in spec.items():
         secret = values.get(name)
         if isinstance(opt, Mapping) and opt.get("no_log") and isinstance(secret, str) and secret:
             messages = [m.replace(repr(secret), "'********'").replace(secret, "********") for m in messages]
-    return messages
+    return [urls.mask_userinfo(m) for m in messages]
 
 
 def typed_problems(module: Any, values: Mapping[str, Any], ssh_port: Any,
@@ -104,6 +106,7 @@ def plan_role(role: str, spec: Mapping[str, Any], values: Mapping[str, Any], set
     checked = {k: (spec[k].get("default") if k in refused else v) for k, v in converted.items() if k in values}
     problems += inputs.shared_name_problems(checked)
     problems += typed_problems(module, checked, context.get("ssh_port", 22), elsewhere)
+    problems += inputs.url_option_problems(checked)
     problems += module.input_problems(checked)
     result: Dict[str, Any] = {"plan": None, "outcome": "", "values": converted}
     # Planning needs every value valid; a role whose plan says what else to check (preflight: the roles to plan) plans
@@ -117,7 +120,7 @@ def plan_role(role: str, spec: Mapping[str, Any], values: Mapping[str, Any], set
         else:
             problems += planned.get("problems", [])
             warnings += planned.get("warnings", [])
-            result.update(plan=planned.get("plan"), outcome=planned.get("outcome", ""))
+            result.update(plan=planned.get("plan"), outcome=redact([planned.get("outcome", "")], spec, values)[0])
     result.update(problems=redact(["%s: %s" % (role, p) for p in dict.fromkeys(problems)], spec, values),
                   warnings=redact(["%s: %s" % (role, w) for w in dict.fromkeys(warnings)], spec, values))
     return result

@@ -26,6 +26,7 @@ import hashlib
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ansible_collections.moeops.inference.plugins.module_utils._common import urls
 from ansible_collections.moeops.inference.plugins.module_utils._policy import api_front
 from ansible_collections.moeops.inference.plugins.module_utils._policy import canary
 from ansible_collections.moeops.inference.plugins.module_utils._policy import pcie_findings
@@ -270,7 +271,8 @@ def parse_show_exec(value: str) -> List[str]:
 
 
 def mask_environment(env: Mapping[str, str]) -> Dict[str, str]:
-    return {k: (MASK if is_secret_name(k) and v else v) for k, v in env.items()}
+    """Secret-named variables as MASK; the credentials of a URL in any other (a proxy's, an index's) masked."""
+    return {k: (MASK if is_secret_name(k) and v else urls.mask_userinfo(v)) for k, v in env.items()}
 
 
 def mask_argv(argv: Sequence[str]) -> List[str]:
@@ -284,7 +286,7 @@ def mask_argv(argv: Sequence[str]) -> List[str]:
         if "=" in word and word.split("=", 1)[0] in SECRET_ARGS:
             out.append(word.split("=", 1)[0] + "=" + MASK)
             continue
-        out.append(word)
+        out.append(urls.mask_userinfo(word))
         hide = word in SECRET_ARGS
     return out
 
@@ -405,8 +407,10 @@ def _row(category: str, name: str, deployed: Optional[str], desired: Optional[st
         shown_dep = None if deployed is None else MASK
         shown_des = None if desired is None else MASK
     else:
-        differs = deployed != desired
-        shown_dep, shown_des = deployed, desired
+        # A URL's credentials are masked on both sides (vllm_service_info masks the deployed side already), so they
+        # are compared, like a secret, by what is left.
+        shown_dep, shown_des = urls.mask_userinfo(deployed), urls.mask_userinfo(desired)
+        differs = shown_dep != shown_des
     if not differs:
         status = "same"
     elif deployed is None:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Dict, List, Mapping
+from typing import Any, Dict, List, Mapping, Tuple
 
-from ansible_collections.moeops.inference.plugins.module_utils._common import inputs, specs
+from ansible_collections.moeops.inference.plugins.module_utils._common import inputs, specs, urls
 from ansible_collections.moeops.inference.plugins.module_utils._common.plan import PlanError
 from ansible_collections.moeops.inference.plugins.module_utils._policy import model_profile
 
@@ -37,7 +37,23 @@ def input_problems(v: Mapping[str, Any]) -> List[str]:
         problems.append("model_weights_source http needs an http:// or https:// model_weights_mirror_url, got %r" % url)
     if source == "rsync" and isinstance(url, str) and url and not re.match(r"^rsync://|^[^/:]+::", url):
         problems.append("model_weights_source rsync needs an rsync:// model_weights_mirror_url, got %r" % url)
-    return problems
+    return problems + mirror_rules(v)[0]
+
+
+# What a weights mirror is trusted with (inputs.secure_source).
+MIRROR_TRUST = "vLLM loads the weights' files from it (a model with trust_remote_code imports its Python)"
+
+
+def mirror_rules(v: Mapping[str, Any]) -> Tuple[List[str], List[str]]:
+    """(problems, warnings) for where the weights come from (the mirror of sources http and rsync, a Hub mirror for
+    hf): https only, unless vllm_allow_insecure_sources (then a warning every run). rsync's daemon protocol has no TLS
+    at all, so an rsync mirror always needs the switch."""
+    source = v.get("model_weights_source")
+    name = {"http": "model_weights_mirror_url", "rsync": "model_weights_mirror_url", "hf": "model_weights_hf_endpoint"
+            }.get(source)
+    if not name:
+        return [], []
+    return inputs.secure_source(name, v.get(name), v.get(inputs.INSECURE_SWITCH), MIRROR_TRUST)
 
 
 def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
@@ -62,8 +78,9 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
                         % (source, dest))
     state = v["model_weights_state_dir"]
     location = {"hf": repo_id, "local": v["model_weights_local_path"]}.get(source, v["model_weights_mirror_url"])
-    return {"problems": problems, "plan": {
+    return {"problems": problems, "warnings": mirror_rules(v)[1], "plan": {
         "profile": profile, "name": name, "repo_id": repo_id, "dest": dest, "location": location,
+        "location_shown": urls.mask_userinfo(location),
         "record": "%s/%s.json" % (state, name), "progress": "%s/%s.progress.json" % (state, name),
         "polls": int(math.ceil(v["model_weights_download_timeout"] / float(v["model_weights_poll_interval"]))) + 1},
         "outcome": ("model_weights: none staged (model_weights_source none): vLLM loads %s itself" % profile["source"]

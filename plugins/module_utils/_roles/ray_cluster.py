@@ -10,9 +10,10 @@ host's name. What needs the node (the NCCL interface, the installed vLLM's Ray r
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Mapping
+from typing import Any, Dict, List, Mapping, Tuple
 
 from ansible_collections.moeops.inference.plugins.module_utils._common import inputs
+from ansible_collections.moeops.inference.plugins.module_utils._roles import vllm as vllm_rules
 
 KNOWN_OTHER = ("ray_cluster_summary",)
 # Why the cluster's addresses are IPv4: what the role does with them (refused in the check step, before Ray is installed).
@@ -31,7 +32,14 @@ def input_problems(v: Mapping[str, Any]) -> List[str]:
             + inputs.number_in("ray_cluster_clock_skew_max", v.get("ray_cluster_clock_skew_max"), 0, 3600,
                                what="a positive number of seconds")
             + inputs.nccl_overrides("ray_cluster_nccl_overrides", v.get("ray_cluster_nccl_overrides"))
-            + inputs.env_mapping("ray_cluster_environment", v.get("ray_cluster_environment"), allow_null=False))
+            + inputs.env_mapping("ray_cluster_environment", v.get("ray_cluster_environment"), allow_null=False)
+            + index_rules(v)[0])
+
+
+def index_rules(v: Mapping[str, Any]) -> Tuple[List[str], List[str]]:
+    """(problems, warnings) for the package index Ray is installed from (vllm_index_url): the vllm role's rule."""
+    return inputs.secure_source("vllm_index_url", v.get("vllm_index_url"), v.get(inputs.INSECURE_SWITCH),
+                                vllm_rules.INDEX_TRUST)
 
 
 # The fixed Ray ports, in Ray's order.
@@ -147,4 +155,4 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
     outcome = ("ray_cluster: %s of %d nodes, GCS %s" % ("head" if result["is_head"] else "worker", len(members),
                                                         result["gcs"])
                if member else "ray_cluster: retired here (Ray is stopped and removed)")
-    return {"plan": result, "problems": problems, "outcome": outcome}
+    return {"plan": result, "problems": problems, "outcome": outcome, "warnings": index_rules(v)[1]}

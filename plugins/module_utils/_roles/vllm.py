@@ -8,7 +8,7 @@ values."""
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Mapping
+from typing import Any, Dict, List, Mapping, Tuple
 
 from ansible_collections.moeops.inference.plugins.module_utils._common import inputs
 
@@ -48,6 +48,26 @@ FLASHINFER_PYTHON = "flashinfer-python"
 FLASHINFER_CUBIN = "flashinfer-cubin"
 
 
+# What a package index is trusted with (inputs.secure_source): the role installs from it as root.
+INDEX_TRUST = "uv installs its wheels as root, and a wheel's .pth file runs at the next Python start"
+
+
+def source_rules(v: Mapping[str, Any]) -> Tuple[List[str], List[str]]:
+    """(problems, warnings) for the package indexes the role installs from: https only, unless
+    vllm_allow_insecure_sources (then a warning every run). FlashInfer's index only where the kernels are installed."""
+    names = ["vllm_index_url"]
+    # An option not set reads as its default (cuda, kernels on), as the role runs it.
+    if (v.get("vllm_engine") or "cuda") == "cuda" and v.get("vllm_flashinfer_kernels") is not False:
+        names.append("vllm_flashinfer_index_url")
+    problems: List[str] = []
+    warnings: List[str] = []
+    for name in names:
+        refused, warned = inputs.secure_source(name, v.get(name), v.get(inputs.INSECURE_SWITCH), INDEX_TRUST)
+        problems += refused
+        warnings += warned
+    return problems, warnings
+
+
 def input_problems(v: Mapping[str, Any]) -> List[str]:
     packages = v.get("vllm_extra_packages") or []
     unpinned = [p for p in packages if isinstance(p, str) and not inputs.PINNED_PACKAGE.match(p)]
@@ -62,7 +82,8 @@ def input_problems(v: Mapping[str, Any]) -> List[str]:
                 "from that index; give FlashInfer's (https://flashinfer.ai/whl) or a mirror of it, or set "
                 "vllm_flashinfer_kernels to false"]
                if v.get("vllm_engine") == "cuda" and v.get("vllm_flashinfer_kernels")
-               and not str(v.get("vllm_flashinfer_index_url") or "").strip() else []))
+               and not str(v.get("vllm_flashinfer_index_url") or "").strip() else [])
+            + source_rules(v)[0])
 
 
 def flashinfer_plan(v: Mapping[str, Any]) -> Dict[str, Any]:
@@ -108,7 +129,8 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
     tls = {"SSL_CERT_FILE": v["vllm_ca_bundle"], "PIP_CERT": v["vllm_ca_bundle"]} if v["vllm_ca_bundle"] else {}
     uv_env = dict({"UV_PYTHON_DOWNLOADS": "never", "UV_CACHE_DIR": v["vllm_uv_cache_dir"]}, **tls)
     flashinfer = flashinfer_plan(v)
-    return {"plan": {"engine": dict(engine, name=v["vllm_engine"]), "expected": expected, "uv_files": uv_files,
+    return {"warnings": source_rules(v)[1],
+            "plan": {"engine": dict(engine, name=v["vllm_engine"]), "expected": expected, "uv_files": uv_files,
                      "install_argv": install, "tls_env": tls, "uv_env": uv_env,
                      "apt": ["python3-venv"] + list(engine.get("apt") or []), "flashinfer": flashinfer},
             "outcome": "vllm: %s %s in %s; %s" % (

@@ -39,13 +39,13 @@ def unit(tmp_path, environment=None, extra_args=None, nccl_overrides=None):
 
 def test_percent_and_dollar_reach_the_service_unchanged(tmp_path):
     text = unit(tmp_path, environment={"NCCL_DEBUG_FILE": "/var/log/nccl.%h.%p.log"},
-                extra_args=["--chat-template-kwargs", '{"x": "$HOME"}'],
+                extra_args=["--default-chat-template-kwargs", '{"x": "$HOME"}'],
                 nccl_overrides={"NCCL_DEBUG_SUBSYS": "INIT%COLL"})
     lines = text.splitlines()
     assert "Environment=NCCL_DEBUG_FILE=/var/log/nccl.%%h.%%p.log" in lines
     assert "Environment=NCCL_DEBUG_SUBSYS=INIT%%COLL" in lines
     assert "Description=vLLM OpenAI-compatible server (tiny 100%%)" in lines
-    assert any(line.strip().startswith('--chat-template-kwargs "{\\"x\\": \\"$$HOME\\"}"') for line in lines), text
+    assert any(line.strip().startswith('--default-chat-template-kwargs "{\\"x\\": \\"$$HOME\\"}"') for line in lines), text
     # Nothing else in the unit holds a lone % or $ outside comments.
     body = [line for line in lines if not line.startswith("#")]
     assert not [line for line in body if "%" in line.replace("%%", "")], body
@@ -64,7 +64,7 @@ def test_systemd_verifies_the_escaped_unit_without_a_word(tmp_path):
     path = tmp_path / "vllm.service"
     path.write_text(unit(tmp_path, environment={"NCCL_DEBUG_FILE": "/var/log/nccl.%h.%p.log",
                                                 "WINDOWS_PATH": "C:\\models\\new", "QUOTED": "it's \"quoted\""},
-                         extra_args=["--chat-template-kwargs", '{"x": "$HOME", "stop": ["\\n"]}']))
+                         extra_args=["--default-chat-template-kwargs", '{"x": "$HOME", "stop": ["\\n"]}']))
     done = subprocess.run(["systemd-analyze", "verify", str(path)], capture_output=True, text=True, check=False)
     said = [line for line in (done.stdout + done.stderr).splitlines() if "vllm.service" in line]
     assert said == [], done.stderr

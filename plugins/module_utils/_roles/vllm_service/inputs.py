@@ -13,28 +13,40 @@ from typing import Any, List, Mapping
 
 from ansible_collections.moeops.inference.plugins.module_utils._common import inputs
 from ansible_collections.moeops.inference.plugins.module_utils._policy import api_front
+from ansible_collections.moeops.inference.plugins.module_utils._roles.vllm_service import serve_args
 
-# `vllm serve` arguments the roles derive themselves: given again in extra args, argparse keeps the last
-# one and silently undoes the variable (--host 0.0.0.0 in extra args bound publicly without an API key).
+# `vllm serve` options the roles derive themselves, by the dest vLLM's parser gives them (serve_args.py reads every
+# spelling: --api_key, the prefix --hos, --host=..., -tp): given again in extra args, argparse keeps the last one and
+# silently undoes the variable (--host 0.0.0.0 in extra args bound publicly without an API key).
 DEDICATED_ARGS = {
-    "--host": "vllm_service_host",
-    "--port": "vllm_service_port",
-    "--api-key": "vllm_service_api_key",
-    "--hf-token": "vllm_service_hf_token",
-    "--model": "the model profile's source (or vllm_service_model_path)",
-    "--served-model-name": "the model profile's served_name",
-    "--tensor-parallel-size": "vllm_service_tensor_parallel_size",
-    "-tp": "vllm_service_tensor_parallel_size",
-    "--pipeline-parallel-size": "vllm_service_pipeline_parallel_size",
-    "-pp": "vllm_service_pipeline_parallel_size",
-    "--max-model-len": "vllm_service_max_model_len",
-    "--gpu-memory-utilization": "vllm_service_gpu_memory_utilization",
-    "--distributed-executor-backend": "vllm_service_ray_address (Ray) or nothing (one host)",
-    "--download-dir": "vllm_hf_home",
-    "--shutdown-timeout": "vllm_service_shutdown_timeout (TimeoutStopSec is sized from it)",
-    "--performance-mode": "vllm_service_workload (latency: interactivity, throughput: throughput)",
-    "--max-num-queued-reqs": "vllm_service_max_queued_requests",
+    "host": "vllm_service_host",
+    "port": "vllm_service_port",
+    "api_key": "vllm_service_api_key",
+    "hf_token": "vllm_service_hf_token",
+    "model": "the model profile's source (or vllm_service_model_path)",
+    "served_model_name": "the model profile's served_name",
+    "tensor_parallel_size": "vllm_service_tensor_parallel_size",
+    "pipeline_parallel_size": "vllm_service_pipeline_parallel_size",
+    "max_model_len": "vllm_service_max_model_len",
+    "gpu_memory_utilization": "vllm_service_gpu_memory_utilization",
+    "distributed_executor_backend": "vllm_service_ray_address (Ray) or nothing (one host)",
+    "download_dir": "vllm_hf_home",
+    "shutdown_timeout": "vllm_service_shutdown_timeout (TimeoutStopSec is sized from it)",
+    "performance_mode": "vllm_service_workload (latency: interactivity, throughput: throughput)",
+    "max_num_queued_reqs": "vllm_service_max_queued_requests",
 }
+# Options no variable stands for, refused by dest all the same: each would undo what the role checked.
+REFUSED_ARGS = {
+    "config": "vLLM reads further options from that file, which no rule here sees (--host and --api-key among them); "
+              "give them in vllm_service_extra_args",
+    "help": "vLLM prints its help and exits: the service never starts",
+    "uds": "vLLM would listen on that Unix socket instead of vllm_service_host and vllm_service_port, where the front, "
+           "the health checks and the clients connect",
+    "grpc": "vLLM would serve gRPC on the port instead of the OpenAI API that the front, the health checks and the "
+            "canary use",
+    "grpc_port": "vLLM would open a second listener on that port, outside vllm_service_host and the front",
+}
+SECRET_DESTS = ("api_key", "hf_token")
 
 # The directives vllm_service_hardening_overrides may set: systemd.exec(5)'s sandboxing and resource
 # directives. User, Group, Exec*, Environment* and unknown names are refused: an override is there to
@@ -59,18 +71,36 @@ PORT_OPTIONS = ("vllm_service_port", "vllm_service_backend_port")
 
 
 def extra_args_problems(name: str, value: Any) -> List[str]:
+    """Each item as the pinned vLLM's own parser reads it (serve_args.py): an option the role derives or one that undoes its
+    checks is refused by the dest it sets, whatever the spelling; what vLLM itself refuses (an unknown option, an
+    ambiguous prefix, a missing value, a stray value) is refused now rather than at the service's start."""
     if not isinstance(value, list):
         return []
     problems: List[str] = []
+    strings = []
     for index, arg in enumerate(value):
         if not isinstance(arg, str):
             problems.append("%s[%d] must be a string, got %s %r" % (name, index, inputs.type_name(arg), arg))
+        strings.append(arg if isinstance(arg, str) else "")
+    if problems:
+        return problems
+    for found in serve_args.read(strings):
+        where = "%s[%d]" % (name, found["index"])
+        given, dest = found["given"], found["dest"]
+        if not found["option"] and not given.startswith("-"):
+            problems.append("%s is a value that belongs to no option: vLLM refuses it (unrecognized arguments); the "
+                            "value is not shown" % where)
             continue
-        flag = arg.split("=", 1)[0]
-        if flag in DEDICATED_ARGS:
-            problems.append("%s[%d] %s: set %s instead (given here, it would silently override the role's own "
-                            "value)%s" % (name, index, flag, DEDICATED_ARGS[flag],
-                                          "; the value is not shown" if flag in ("--api-key", "--hf-token") else ""))
+        read_as = " (vLLM reads it as %s)" % found["option"] if found["option"] and given != found["option"] else ""
+        if dest in DEDICATED_ARGS:
+            problems.append("%s %s%s: set %s instead (given here, it would silently override the role's own value)%s"
+                            % (where, given, read_as, DEDICATED_ARGS[dest],
+                               "; the value is not shown" if dest in SECRET_DESTS else ""))
+        elif dest in REFUSED_ARGS:
+            problems.append("%s %s%s is refused: %s" % (where, given, read_as, REFUSED_ARGS[dest]))
+        elif found["error"]:
+            problems.append("%s %s%s%s" % (where, given, read_as, " " + found["error"] if found["error"].startswith("is ")
+                                           else ": vLLM refuses it: " + found["error"]))
     return problems
 
 
@@ -134,6 +164,9 @@ def input_problems(v: Mapping[str, Any]) -> List[str]:
             + inputs.number_in("vllm_service_health_timeout", v.get("vllm_service_health_timeout"), 0, inputs.SYSTEMD_MAX_SECONDS,
                                what="a positive number of seconds below %d (null sizes it from the weights)"
                                % inputs.SYSTEMD_MAX_SECONDS)
+            + inputs.number_in("vllm_service_canary_timeout", v.get("vllm_service_canary_timeout"), 0,
+                               inputs.SYSTEMD_MAX_SECONDS,
+                               what="a positive number of seconds (0 fails every canary, which rolls back a good deploy)")
             + inputs.number_in("vllm_service_restart_sec", v.get("vllm_service_restart_sec"), 0, inputs.SYSTEMD_MAX_SECONDS,
                                low_open=False, what="0 or more seconds, below %d" % inputs.SYSTEMD_MAX_SECONDS)
             # Also without a Ray address: 0 would reach the unit as --pipeline-parallel-size 0 once one is set.
