@@ -537,13 +537,14 @@ def kv_cache_dtype_in_effect(profile: Mapping[str, Any], ccs: Sequence[str],
 def serve_args(profile: Mapping[str, Any], tensor_parallel_size: int, host: str, port: int,
                max_model_len: Optional[int] = None, gpu_memory_utilization: Optional[float] = None,
                extra_args: Optional[Sequence[str]] = None, model: Optional[str] = None,
-               ccs: Sequence[str] = (), expert_parallel: bool = False) -> List[str]:
+               ccs: Sequence[str] = (), expert_parallel: bool = False, numa_bind_off: bool = False) -> List[str]:
     """`vllm serve` arguments (after the executable) for the profile on GPUs of compute capabilities `ccs`.
 
     `model` replaces the profile's source (a staged local copy); the inventory's max_model_len,
     gpu_memory_utilization and extra_args win over the profile's; the compute-capability constraints are
     applied last so that nothing but an explicit extra argument can undo them (preflight refuses that).
-    `expert_parallel` adds --enable-expert-parallel (the weight-shape policy's layout).
+    `expert_parallel` adds --enable-expert-parallel (the weight-shape policy's layout); `numa_bind_off` adds
+    --no-numa-bind before every extra argument, so that a --numa-bind among them still wins.
     """
     settings = effective_settings(profile, ccs)
     args = ["serve", model or profile["source"],
@@ -551,6 +552,8 @@ def serve_args(profile: Mapping[str, Any], tensor_parallel_size: int, host: str,
             "--tensor-parallel-size", str(int(tensor_parallel_size))]
     if expert_parallel:
         args.append("--enable-expert-parallel")
+    if numa_bind_off:
+        args.append("--no-numa-bind")
     args += ["--max-model-len", str(int(max_model_len or profile["max_model_len"])),
              "--gpu-memory-utilization", str(gpu_memory_utilization or profile["gpu_memory_utilization"])]
     if profile.get("revision") and not model:

@@ -29,6 +29,10 @@ from ansible_collections.moeops.inference.plugins.module_utils._policy.settings 
 # The /health wait without a weights size in the profile.
 HEALTH_TIMEOUT_UNSIZED = 3600
 NUMBER = re.compile(r"^-?[0-9]+(\.[0-9]+)?$")
+# vLLM 0.33.0 binds no GPU worker to a NUMA node unless --numa-bind is given; 0.34.0 binds where it can by default
+# (ParallelConfig.numa_bind None). The flag keeps 0.33.0's behaviour whichever vLLM the unit runs.
+NUMA_BIND_REASON = ("GPU workers are not bound to NUMA nodes, vLLM 0.33.0's default, set explicitly since vLLM 0.34.0 "
+                    "binds where it can; --numa-bind in vllm_service_extra_args turns it on")
 # What a report falls back to for a setting nothing else claims.
 ROLE_SOURCE = {"source": "role", "rule": "vllm.service.j2", "reason": ""}
 
@@ -153,6 +157,7 @@ def arg_sources(profile: Mapping[str, Any], ccs: Sequence[str], argv: Sequence[s
                                    if not weights or weights["tensor_parallel_size"] == layout["tensor_parallel_size"]
                                    else _src("policy", "weight_shapes", weights["reason"])),
         "--enable-expert-parallel": _src("policy", "weight_shapes", weights["reason"] if weights else ""),
+        "--no-numa-bind": _src("role", "numa_bind", NUMA_BIND_REASON),
         "--max-model-len": (_src("inventory", "vllm_service_max_model_len") if max_model_len_given
                             else of("max_model_len")),
         "--gpu-memory-utilization": (_src("inventory", "vllm_service_gpu_memory_utilization") if gpu_memory_utilization_given
@@ -317,7 +322,8 @@ def unit_plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
     host, listen_port = ("127.0.0.1", backend_port) if front["enabled"] else (v["vllm_service_host"], port)
     args = model_profile.serve_args(profile, tp, host, listen_port, max_model_len=max_model_len,
                                     gpu_memory_utilization=gmu, extra_args=v["vllm_service_extra_args"],
-                                    model=model_path, ccs=ccs, expert_parallel=weights["render_expert_parallel"])
+                                    model=model_path, ccs=ccs, expert_parallel=weights["render_expert_parallel"],
+                                    numa_bind_off=v["vllm_engine"] == "cuda")
     ray_address = v["vllm_service_ray_address"]
     args += ray_args(ray_address, v["vllm_service_pipeline_parallel_size"])
     # The workload's vLLM knobs (none for balanced, vLLM's defaults): --performance-mode, a queue cap for throughput.

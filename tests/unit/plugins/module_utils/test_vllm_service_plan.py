@@ -740,3 +740,22 @@ def test_no_canary_when_the_service_does_not_start_or_it_is_switched_off():
 def test_a_profile_without_a_canary_gets_the_garbage_only_default():
     got = plan(profile=TINY, facts=rtxpro_x8(), engine="cpu")["canary"]
     assert got["expect"] == "" and got["prompt"] and got["max_tokens"] == 32
+
+
+# --------------------------------------------------------------------------- NUMA binding (issue 36)
+
+def test_numa_binding_is_set_off_explicitly_and_a_numa_bind_in_the_extra_args_wins():
+    """vLLM 0.33.0 binds no GPU worker to a NUMA node by default and 0.34.0 binds where it can: the CUDA unit says
+    --no-numa-bind, before every extra argument, so that --numa-bind in vllm_service_extra_args comes later and wins
+    in vLLM's argparse. Both flags exist in vLLM 0.33.0 (ParallelConfig.numa_bind, a BooleanOptionalAction)."""
+    p = plan(facts=rtxpro_x8(), profile=shipped_profile("minimax_m25"))
+    assert p["args"].count("--no-numa-bind") == 1
+    assert p["arg_sources"]["--no-numa-bind"]["rule"] == "numa_bind"
+    p = plan(facts=rtxpro_x8(), profile=shipped_profile("minimax_m25"), extra_args=["--numa-bind"])
+    assert p["args"].index("--no-numa-bind") < p["args"].index("--numa-bind")
+    assert serve_settings([p["executable"]] + p["args"])["--numa-bind"] == "true"
+
+
+def test_the_cpu_build_gets_no_numa_flag():
+    p = plan(engine="cpu", facts=rtxpro_x8(), profile=shipped_profile("minimax_m25"))
+    assert not [a for a in p["args"] if "numa" in a]
