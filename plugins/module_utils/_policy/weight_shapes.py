@@ -155,14 +155,13 @@ def fp8_block_moe(moe_tp: int, intermediate: Optional[int], hidden: Optional[int
     if share % block_n == 0 and (moe_tp == 1 or share % block_k == 0):
         return [_f("fp8_block_moe", OK, "expert share %d is whole %dx%d blocks" % (share, block_n, block_k))]
     refine = math.gcd(math.gcd(block_n, block_k), math.gcd(share, hidden))
+    what = "expert share %d (intermediate %d / %d) is not a multiple of the %dx%d FP8 blocks" % (
+        share, intermediate, moe_tp, block_n, block_k)
     if refine >= FP8_MIN_REFINED_BLOCK:
-        return [_f("fp8_block_moe", UNCERTAIN, "expert share %d (intermediate %d / %d) is not a multiple of the "
-                   "%dx%d FP8 blocks; vLLM refines the scales to %dx%d blocks, which only its Triton MoE kernels "
-                   "take: the GPU's backend choice settles it" % (share, intermediate, moe_tp, block_n, block_k,
-                                                                   refine, refine))]
-    return [_f("fp8_block_moe", REFUSED, "expert share %d (intermediate %d / %d) is not a multiple of the %dx%d FP8 "
-               "blocks, and no refined block of at least %d fits it" % (share, intermediate, moe_tp, block_n, block_k,
-                                                                        FP8_MIN_REFINED_BLOCK))]
+        return [_f("fp8_block_moe", UNCERTAIN, "%s; vLLM refines the scales to %dx%d blocks, which only its Triton MoE "
+                   "kernels take: the GPU's backend choice settles it" % (what, refine, refine))]
+    return [_f("fp8_block_moe", REFUSED, "%s, and no refined block of at least %d fits it"
+               % (what, FP8_MIN_REFINED_BLOCK))]
 
 
 def wna16_moe_group(moe_tp: int, intermediate: Optional[int], hidden: Optional[int],
