@@ -75,6 +75,12 @@ PROFILE_KEYS: Dict[str, Tuple[Tuple[type, ...], bool, str]] = {
     "num_routed_experts": (_INT, False, "routed experts per MoE layer; config.json wins when present (engine check)"),
     "quantization_method": (_STR, False, "the quantization method as vLLM names it, e.g. modelopt_fp4, "
                                          "compressed-tensors, fp8 (engine check)"),
+    "moe_intermediate_size": (_INT, False, "each routed expert's intermediate size, as vLLM's fused MoE layer takes "
+                                           "it (the weight-shape rules)"),
+    "weight_block_size": ((list,), False, "block-FP8 weights: the [block_n, block_k] of config.json's "
+                                          "quantization_config.weight_block_size (the weight-shape rules)"),
+    "quantization_group_size": (_INT, False, "group-quantized weights (INT4, NVFP4): the routed experts' group size "
+                                             "(the weight-shape rules)"),
 }
 
 CANARY_KEYS: Dict[str, Tuple[Tuple[type, ...], bool]] = {
@@ -194,7 +200,8 @@ def validate_profile(profile: Any, var: str = "vllm_service_profile") -> List[st
         problems.append("%s.gpu_memory_utilization: must be above 0 and at most 1, got %s"
                         % (var, ok["gpu_memory_utilization"]))
     for key in ("max_model_len", "weights_size_gb", "min_gpu_memory_gb", "hidden_size", "num_attention_heads",
-                "num_key_value_heads", "attention_head_size", "num_routed_experts"):
+                "num_key_value_heads", "attention_head_size", "num_routed_experts", "moe_intermediate_size",
+                "quantization_group_size"):
         if key in ok and ok[key] <= 0:
             problems.append("%s.%s: must be above 0, got %s" % (var, key, ok[key]))
     if ok.get("kv_cache_dtype", "auto") not in KV_CACHE_DTYPES:
@@ -207,6 +214,10 @@ def validate_profile(profile: Any, var: str = "vllm_service_profile") -> List[st
     for key in ("extra_args",):
         if any(not isinstance(a, str) for a in profile.get(key) or []):
             problems.append("%s.%s: every element must be a string (quote numbers in YAML)" % (var, key))
+    block = profile.get("weight_block_size")
+    if block is not None and (len(block) != 2 or any(isinstance(b, bool) or not isinstance(b, int) or b < 1
+                                                     for b in block)):
+        problems.append("%s.weight_block_size: must be two positive integers [block_n, block_k]" % var)
     sizes = profile.get("tensor_parallel_sizes") or []
     if any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in sizes):
         problems.append("%s.tensor_parallel_sizes: every element must be a positive integer" % var)
@@ -526,19 +537,25 @@ def kv_cache_dtype_in_effect(profile: Mapping[str, Any], ccs: Sequence[str],
 def serve_args(profile: Mapping[str, Any], tensor_parallel_size: int, host: str, port: int,
                max_model_len: Optional[int] = None, gpu_memory_utilization: Optional[float] = None,
                extra_args: Optional[Sequence[str]] = None, model: Optional[str] = None,
-               ccs: Sequence[str] = ()) -> List[str]:
+               ccs: Sequence[str] = (), expert_parallel: bool = False, numa_bind_off: bool = False) -> List[str]:
     """`vllm serve` arguments (after the executable) for the profile on GPUs of compute capabilities `ccs`.
 
     `model` replaces the profile's source (a staged local copy); the inventory's max_model_len,
     gpu_memory_utilization and extra_args win over the profile's; the compute-capability constraints are
     applied last so that nothing but an explicit extra argument can undo them (preflight refuses that).
+    `expert_parallel` adds --enable-expert-parallel (the weight-shape policy's layout); `numa_bind_off` adds
+    --no-numa-bind before every extra argument, so that a --numa-bind among them still wins.
     """
     settings = effective_settings(profile, ccs)
     args = ["serve", model or profile["source"],
             "--served-model-name", profile["served_name"],
-            "--tensor-parallel-size", str(int(tensor_parallel_size)),
-            "--max-model-len", str(int(max_model_len or profile["max_model_len"])),
-            "--gpu-memory-utilization", str(gpu_memory_utilization or profile["gpu_memory_utilization"])]
+            "--tensor-parallel-size", str(int(tensor_parallel_size))]
+    if expert_parallel:
+        args.append("--enable-expert-parallel")
+    if numa_bind_off:
+        args.append("--no-numa-bind")
+    args += ["--max-model-len", str(int(max_model_len or profile["max_model_len"])),
+             "--gpu-memory-utilization", str(gpu_memory_utilization or profile["gpu_memory_utilization"])]
     if profile.get("revision") and not model:
         args += ["--revision", profile["revision"]]
     if profile.get("trust_remote_code"):

@@ -18,6 +18,7 @@ from typing import Any, Dict, Mapping
 from ansible_collections.moeops.inference.plugins.module_utils._common import specs
 from ansible_collections.moeops.inference.plugins.module_utils._common.plan import PlanError
 from ansible_collections.moeops.inference.plugins.module_utils._policy import model_profile
+from ansible_collections.moeops.inference.plugins.module_utils._policy import weight_shapes
 from ansible_collections.moeops.inference.plugins.module_utils._roles.vllm_service import engine as engine_rules
 from ansible_collections.moeops.inference.plugins.module_utils._roles.vllm_service import fit
 from ansible_collections.moeops.inference.plugins.module_utils._roles.vllm_service.inputs import (
@@ -82,6 +83,13 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
                                                                                 unit["environment"]))
     found["problems"] += recorded["problems"]
     found["warnings"] += recorded["warnings"]
+    if int(facts.get("count") or 0):
+        # What vLLM's weight loader refuses (or only the GPU can settle) for the layout the unit runs.
+        weights = unit["weight_layout"]
+        report = weight_shapes.layout_report(weights["shapes"], tp, bool(weights["expert_parallel"]),
+                                             weights["base_tensor_parallel_size"], weights["given"])
+        found["problems"] += report["problems"]
+        found["warnings"] += report["warnings"]
     # No GPU read and none required: no unit that would claim a tensor-parallel size over 0 GPUs.
     unit["install"] = bool(int(facts.get("count") or 0) or engine == "cpu")
     unit["profile"] = profile
@@ -100,8 +108,9 @@ def outcome(v: Mapping[str, Any], unit: Mapping[str, Any], profile: Mapping[str,
         return "vllm_service: nothing to install: %s" % unit["why_not_started"]
     where = unit["front"]["url"] if unit["front"]["enabled"] else unit["health_url"][:-len("/health")]
     check = unit["engine_check"]
-    return ("vllm_service: %s (%s) at tensor parallel %d, %s at %s; %s; %s" % (
+    return ("vllm_service: %s (%s) at tensor parallel %d%s, %s at %s; %s; %s" % (
         profile["served_name"], profile["name"], unit["tensor_parallel_size"],
+        " with expert parallel" if unit["weight_layout"]["expert_parallel"] else "",
         "vLLM's CPU build" if v["vllm_engine"] == "cpu" else "vLLM", where,
         "asks the installed vLLM first (engine check)" if check["run"] else "no engine check (%s)" % check["why"],
         "starts, waits for /health%s" % (", asks the canary" if unit["canary"]["run"] else "")

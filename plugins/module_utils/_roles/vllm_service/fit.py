@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ansible_collections.moeops.inference.plugins.module_utils._policy import model_profile
+from ansible_collections.moeops.inference.plugins.module_utils._policy import weight_shapes
 
 GB = 10 ** 9
 MIB = 2 ** 20
@@ -134,15 +135,8 @@ def tensor_parallel_refusals(tp: int, dims: Mapping[str, Any], profile: Mapping[
 
 
 def vllm_tensor_parallel_problems(tp: int, heads: Optional[int], kv_heads: Optional[int]) -> List[str]:
-    """What vLLM itself refuses: the attention heads must split evenly across the ranks
-    (vllm/config/model.py, verify_with_parallel_config); key/value heads are split or replicated
-    evenly (QKVParallelLinear in vllm/model_executor/layers/linear.py asserts it at load)."""
-    problems = []
-    if heads and heads % tp:
-        problems.append("does not divide the model's %d attention heads" % heads)
-    if kv_heads and (kv_heads % tp if kv_heads >= tp else tp % kv_heads):
-        problems.append("cannot split or replicate its %d key/value heads evenly" % kv_heads)
-    return problems
+    """What vLLM itself refuses about the heads at tensor parallel `tp` (the rule: _policy/weight_shapes.py)."""
+    return weight_shapes.head_phrases(tp, heads, kv_heads)
 
 
 def check_tensor_parallel(tp: Any, gpu_count: int, dims: Mapping[str, Any], profile: Mapping[str, Any],

@@ -22,12 +22,17 @@ from ansible_collections.moeops.inference.plugins.module_utils._policy import ca
 from ansible_collections.moeops.inference.plugins.module_utils._facts import gpu_topology
 from ansible_collections.moeops.inference.plugins.module_utils._policy import model_profile
 from ansible_collections.moeops.inference.plugins.module_utils._policy import nccl_policy
+from ansible_collections.moeops.inference.plugins.module_utils._policy import weight_shapes
 from ansible_collections.moeops.inference.plugins.module_utils._policy import workload as serving_workload
 from ansible_collections.moeops.inference.plugins.module_utils._policy.settings import serve_settings
 
 # The /health wait without a weights size in the profile.
 HEALTH_TIMEOUT_UNSIZED = 3600
 NUMBER = re.compile(r"^-?[0-9]+(\.[0-9]+)?$")
+# vLLM 0.33.0 binds no GPU worker to a NUMA node unless --numa-bind is given; 0.34.0 binds where it can by default
+# (ParallelConfig.numa_bind None). The flag keeps 0.33.0's behaviour whichever vLLM the unit runs.
+NUMA_BIND_REASON = ("GPU workers are not bound to NUMA nodes, vLLM 0.33.0's default, set explicitly since vLLM 0.34.0 "
+                    "binds where it can; --numa-bind in vllm_service_extra_args turns it on")
 # What a report falls back to for a setting nothing else claims.
 ROLE_SOURCE = {"source": "role", "rule": "vllm.service.j2", "reason": ""}
 
@@ -136,6 +141,7 @@ def arg_sources(profile: Mapping[str, Any], ccs: Sequence[str], argv: Sequence[s
     """Where each argument of `argv` (the executable first) comes from: {source, rule, reason} for
     'executable', 'subcommand', 'model' and every option in it (the keys vllm_settings.serve_settings reads)."""
     name = profile["name"]
+    weights = layout.get("weights")
 
     def of(key: str, reason: str = "") -> Dict[str, str]:
         return _src("profile", "%s.%s" % (name, key), reason)
@@ -147,7 +153,11 @@ def arg_sources(profile: Mapping[str, Any], ccs: Sequence[str], argv: Sequence[s
         "--revision": of("revision"),
         "--served-model-name": of("served_name"),
         "--tensor-parallel-size": (_src("inventory", "vllm_service_tensor_parallel_size") if tp_given else
-                                   _src("policy", "parallel_layout", layout["reasons"]["tensor_parallel_size"])),
+                                   _src("policy", "parallel_layout", layout["reasons"]["tensor_parallel_size"])
+                                   if not weights or weights["tensor_parallel_size"] == layout["tensor_parallel_size"]
+                                   else _src("policy", "weight_shapes", weights["reason"])),
+        "--enable-expert-parallel": _src("policy", "weight_shapes", weights["reason"] if weights else ""),
+        "--no-numa-bind": _src("role", "numa_bind", NUMA_BIND_REASON),
         "--max-model-len": (_src("inventory", "vllm_service_max_model_len") if max_model_len_given
                             else of("max_model_len")),
         "--gpu-memory-utilization": (_src("inventory", "vllm_service_gpu_memory_utilization") if gpu_memory_utilization_given
@@ -223,6 +233,27 @@ def model_settings(profile: Mapping[str, Any], facts: Mapping[str, Any], config:
     return settings
 
 
+def weight_layout(profile: Mapping[str, Any], ccs: Sequence[str], config: Optional[Mapping[str, Any]], base_tp: int,
+                  given_tp: Optional[int], extra_args: Sequence[str]) -> Dict[str, Any]:
+    """The tensor-parallel size and expert parallel that vLLM's weight loader takes for the model
+    (_policy/weight_shapes.py): the topology's tensor parallel, with expert parallel where the weight-shape rules need
+    it. A size in vllm_service_tensor_parallel_size and an expert-parallel flag in the arguments (the profile's, the
+    constraints', vllm_service_extra_args: the last wins, as in vLLM's argparse) are kept as given.
+    `render_expert_parallel`: the role adds --enable-expert-parallel (the arguments set no flag of their own)."""
+    args = model_profile.effective_settings(profile, ccs)["extra_args"] + list(extra_args or [])
+    given_ep = weight_shapes.expert_parallel_given(args)
+    shapes = weight_shapes.model_shapes(profile, model_profile.model_dimensions(profile, config))
+    out = weight_shapes.choose_layout(shapes, base_tp, given_tp, given_ep, eplb="--enable-eplb" in args)
+    out["render_expert_parallel"] = bool(out["expert_parallel"]) and given_ep is None
+    out["given"] = ", ".join(
+        ["vllm_service_tensor_parallel_size %d" % given_tp] if given_tp is not None else ["the policy's tensor parallel"])
+    out["given"] += (", expert parallel %s in the arguments" % ("on" if given_ep else "off") if given_ep is not None
+                     else ", expert parallel by the policy")
+    out["shapes"] = shapes
+    out["base_tensor_parallel_size"] = base_tp
+    return out
+
+
 # --- the P2P gate ---------------------------------------------------------------------------------
 
 def p2p_gate(enabled: Any, backend: Any, started: bool, why_not: str, tensor_parallel_size: int,
@@ -270,14 +301,16 @@ def unit_plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
     model_path = v["vllm_service_model_path"] or ctx.get("model_weights_path") or None
 
     layout = nccl_policy.parallel_layout(facts)
-    tp = given_tp if given_tp is not None else int(layout["tensor_parallel_size"])
+    ccs = model_profile.compute_capabilities(facts)
+    weights = weight_layout(profile, ccs, ctx.get("model_weights_config") or None, int(layout["tensor_parallel_size"]),
+                            given_tp, v["vllm_service_extra_args"])
+    tp = given_tp if given_tp is not None else int(weights["tensor_parallel_size"])
     workload = v["vllm_service_workload"]
     nccl = nccl_policy.nccl_policy(facts, v["vllm_service_nccl_overrides"],
                                    (ctx.get("tuning") or None) if v["vllm_service_nccl_tuning"] else None,
                                    ctx.get("p2p_fallback") or None, workload=workload,
                                    stale=list(ctx.get("tuning_stale") or []))
 
-    ccs = model_profile.compute_capabilities(facts)
     routes = v["vllm_service_front_routes"]
     front = api_front.front(v["vllm_service_name"], v["vllm_service_host"], port, backend_port,
                             list(api_front.DEFAULT_ROUTES) if routes is None else routes,
@@ -289,7 +322,8 @@ def unit_plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
     host, listen_port = ("127.0.0.1", backend_port) if front["enabled"] else (v["vllm_service_host"], port)
     args = model_profile.serve_args(profile, tp, host, listen_port, max_model_len=max_model_len,
                                     gpu_memory_utilization=gmu, extra_args=v["vllm_service_extra_args"],
-                                    model=model_path, ccs=ccs)
+                                    model=model_path, ccs=ccs, expert_parallel=weights["render_expert_parallel"],
+                                    numa_bind_off=v["vllm_engine"] == "cuda")
     ray_address = v["vllm_service_ray_address"]
     args += ray_args(ray_address, v["vllm_service_pipeline_parallel_size"])
     # The workload's vLLM knobs (none for balanced, vLLM's defaults): --performance-mode, a queue cap for throughput.
@@ -299,8 +333,9 @@ def unit_plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
     # In-flight requests finish on SIGTERM (vLLM's default 0 aborts them); TimeoutStopSec is derived above it.
     args += ["--shutdown-timeout", str(v["vllm_service_shutdown_timeout"])]
     executable = v["vllm_venv"] + "/bin/vllm"  # as the unit's ExecStart= writes it
-    sources = arg_sources(profile, ccs, [executable] + args, layout, given_tp is not None, max_model_len is not None,
-                          gmu is not None, model_path, v["vllm_service_extra_args"], ray_address, front)
+    sources = arg_sources(profile, ccs, [executable] + args, dict(layout, weights=weights), given_tp is not None,
+                          max_model_len is not None, gmu is not None, model_path, v["vllm_service_extra_args"],
+                          ray_address, front)
     sources.update(served["sources"])
     env, env_sources = environment(v["vllm_hf_home"], v["vllm_service_environment"], nccl["settings"], ray_address,
                                    v["vllm_service_ray_environment"])
@@ -318,6 +353,7 @@ def unit_plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
         "why_not_started": why,
         "tensor_parallel_size": tp,
         "layout": layout,
+        "weight_layout": weights,
         "nccl": nccl,
         "workload": served,
         "executable": executable,

@@ -360,6 +360,7 @@ def sources_for(result):
 
 SHUTDOWN_SOURCE = {"source": "variable", "rule": "vllm_service_shutdown_timeout",
                    "reason": "in-flight requests finish on a restart (0 would abort them)"}
+NUMA_SOURCE = {"source": "role", "rule": "numa_bind", "reason": vsp.NUMA_BIND_REASON}
 
 
 def test_glm5_on_compute_capability_12_every_argument_and_its_source():
@@ -367,7 +368,7 @@ def test_glm5_on_compute_capability_12_every_argument_and_its_source():
                   extra_args=["--enable-expert-parallel", "--max-num-seqs=64"])
     assert result["executable"] == "/opt/vllm/venv/bin/vllm"
     assert result["args"] == [
-        "serve", "nvidia/GLM-5-NVFP4", "--served-model-name", "glm-5", "--tensor-parallel-size", "8",
+        "serve", "nvidia/GLM-5-NVFP4", "--served-model-name", "glm-5", "--tensor-parallel-size", "8", "--no-numa-bind",
         "--max-model-len", "131072", "--gpu-memory-utilization", "0.9",
         "--enable-auto-tool-choice", "--tool-call-parser", "glm47", "--reasoning-parser", "glm45",
         "--chat-template-content-format", "string", "--disable-custom-all-reduce",
@@ -396,6 +397,7 @@ def test_glm5_on_compute_capability_12_every_argument_and_its_source():
         "--host": {"source": "policy", "rule": "api_front", "reason": "loopback only: vllm-front listens on 0.0.0.0:8000"},
         "--port": {"source": "variable", "rule": "vllm_service_backend_port", "reason": "behind vllm-front"},
         "--shutdown-timeout": SHUTDOWN_SOURCE,
+        "--no-numa-bind": NUMA_SOURCE,
         "--enable-expert-parallel": inventory,
         "--max-num-seqs": inventory,
     }
@@ -422,7 +424,7 @@ def test_a_constraints_extra_args_and_a_profile_kv_cache_dtype_have_their_source
         {"compute_capabilities": ["8.0"], "reason": "not these GPUs", "kv_cache_dtype": "auto"},
         {"compute_capabilities": ["9.0"], "reason": "Hopper needs it", "extra_args": ["--max-num-batched-tokens", "8192"]}])
     result = plan(profile=profile)
-    assert result["args"][10:] == ["--kv-cache-dtype", "fp8", "--enforce-eager", "--max-num-batched-tokens", "8192",
+    assert result["args"][11:] == ["--kv-cache-dtype", "fp8", "--enforce-eager", "--max-num-batched-tokens", "8192",
                                    "--host", "127.0.0.1", "--port", "8000", "--shutdown-timeout", "120"]
     src = sources_for(result)
     assert src["--kv-cache-dtype"] == {"source": "profile", "rule": "tiny.kv_cache_dtype", "reason": ""}
@@ -439,7 +441,7 @@ def test_kimi_on_the_real_h200_every_argument_and_its_source():
     result = plan(max_model_len=65536, gpu_memory_utilization=0.85)
     assert result["args"] == [
         "serve", "moonshotai/Kimi-K2.5", "--served-model-name", "kimi-k2.5", "--tensor-parallel-size", "1",
-        "--max-model-len", "65536", "--gpu-memory-utilization", "0.85", "--trust-remote-code",
+        "--no-numa-bind", "--max-model-len", "65536", "--gpu-memory-utilization", "0.85", "--trust-remote-code",
         "--enable-auto-tool-choice", "--tool-call-parser", "kimi_k2", "--reasoning-parser", "kimi_k2",
         "--mm-encoder-tp-mode", "data", "--host", "127.0.0.1", "--port", "8000", "--shutdown-timeout", "120"]
 
@@ -463,6 +465,7 @@ def test_kimi_on_the_real_h200_every_argument_and_its_source():
         "--host": {"source": "variable", "rule": "vllm_service_host", "reason": ""},
         "--port": {"source": "variable", "rule": "vllm_service_port", "reason": ""},
         "--shutdown-timeout": SHUTDOWN_SOURCE,
+        "--no-numa-bind": NUMA_SOURCE,
     }
 
 
@@ -740,3 +743,22 @@ def test_no_canary_when_the_service_does_not_start_or_it_is_switched_off():
 def test_a_profile_without_a_canary_gets_the_garbage_only_default():
     got = plan(profile=TINY, facts=rtxpro_x8(), engine="cpu")["canary"]
     assert got["expect"] == "" and got["prompt"] and got["max_tokens"] == 32
+
+
+# --------------------------------------------------------------------------- NUMA binding (issue 36)
+
+def test_numa_binding_is_set_off_explicitly_and_a_numa_bind_in_the_extra_args_wins():
+    """vLLM 0.33.0 binds no GPU worker to a NUMA node by default and 0.34.0 binds where it can: the CUDA unit says
+    --no-numa-bind, before every extra argument, so that --numa-bind in vllm_service_extra_args comes later and wins
+    in vLLM's argparse. Both flags exist in vLLM 0.33.0 (ParallelConfig.numa_bind, a BooleanOptionalAction)."""
+    p = plan(facts=rtxpro_x8(), profile=shipped_profile("minimax_m25"))
+    assert p["args"].count("--no-numa-bind") == 1
+    assert p["arg_sources"]["--no-numa-bind"]["rule"] == "numa_bind"
+    p = plan(facts=rtxpro_x8(), profile=shipped_profile("minimax_m25"), extra_args=["--numa-bind"])
+    assert p["args"].index("--no-numa-bind") < p["args"].index("--numa-bind")
+    assert serve_settings([p["executable"]] + p["args"])["--numa-bind"] == "true"
+
+
+def test_the_cpu_build_gets_no_numa_flag():
+    p = plan(engine="cpu", facts=rtxpro_x8(), profile=shipped_profile("minimax_m25"))
+    assert not [a for a in p["args"] if "numa" in a]
