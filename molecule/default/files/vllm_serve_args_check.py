@@ -35,6 +35,8 @@ def check(argv):
         "model": args.model_tag,
         "served_model_name": engine.served_model_name,
         "tensor_parallel_size": engine.tensor_parallel_size,
+        "enable_expert_parallel": engine.enable_expert_parallel,
+        "numa_bind": engine.numa_bind,
         "max_model_len": engine.max_model_len,
         "gpu_memory_utilization": engine.gpu_memory_utilization,
         "kv_cache_dtype": engine.kv_cache_dtype,
