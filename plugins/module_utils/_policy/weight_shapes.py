@@ -30,8 +30,6 @@ MARLIN_MOE_GROUP_SIZES = (-1, 32, 64, 128)
 # vllm/model_executor/layers/fused_moe/oracle/fp8.py, refine_fp8_moe_block_shape: the finest refined block it makes.
 FP8_MIN_REFINED_BLOCK = 32
 # The expert-parallel flags of `vllm serve` (vllm/engine/arg_utils.py: BooleanOptionalAction).
-EP_ON = ("--enable-expert-parallel", "-ep")
-EP_OFF = ("--no-enable-expert-parallel",)
 
 SRC = {
     "attention_heads": "vllm/config/model.py ModelConfig.verify_with_parallel_config",
@@ -275,18 +273,6 @@ def candidates(base_tp: int) -> List[Tuple[int, bool]]:
 def loading_layouts(shapes: Mapping[str, Any], base_tp: int) -> List[str]:
     """The one-server layouts up to tensor parallel `base_tp` that every rule passes, largest first."""
     return [layout_name(tp, ep) for tp, ep in candidates(base_tp) if verdict(layout_findings(shapes, tp, ep)) == OK]
-
-
-def expert_parallel_given(args: Sequence[str]) -> Optional[bool]:
-    """Expert parallel as `args` set it (the last flag wins, as in vLLM's argparse), or None."""
-    given = None
-    for arg in args:
-        flag = arg.split("=", 1)[0]
-        if flag in EP_ON:
-            given = arg.split("=", 1)[1].lower() not in ("false", "0") if "=" in arg else True
-        elif flag in EP_OFF:
-            given = False
-    return given
 
 
 def choose_layout(shapes: Mapping[str, Any], base_tp: int, tp: Optional[int] = None,

@@ -179,3 +179,13 @@ def read(args: Sequence[str]) -> List[Dict[str, Any]]:
             error, n = error or missing, n + taken
         found.append({"index": i, "given": given, "option": option, "dest": dest, "error": error})
     return found
+
+
+def switch(args: Sequence[str], dest: str) -> Optional[bool]:
+    """What `args` set a boolean option of vLLM to (EnableDisableAction: `--X`, `--no-X`, `--disable-X`, any spelling
+    or prefix vLLM takes), the last one winning as in argparse; None when no argument sets it."""
+    value = None
+    for found in read(args):
+        if found["dest"] == dest and not found["error"]:
+            value = not found["option"].startswith(("--no-", "--disable-"))
+    return value

@@ -25,6 +25,7 @@ from ansible_collections.moeops.inference.plugins.module_utils._policy import nc
 from ansible_collections.moeops.inference.plugins.module_utils._policy import weight_shapes
 from ansible_collections.moeops.inference.plugins.module_utils._policy import workload as serving_workload
 from ansible_collections.moeops.inference.plugins.module_utils._policy.settings import serve_settings
+from ansible_collections.moeops.inference.plugins.module_utils._roles.vllm_service import serve_args
 
 # The /health wait without a weights size in the profile.
 HEALTH_TIMEOUT_UNSIZED = 3600
@@ -241,9 +242,10 @@ def weight_layout(profile: Mapping[str, Any], ccs: Sequence[str], config: Option
     constraints', vllm_service_extra_args: the last wins, as in vLLM's argparse) are kept as given.
     `render_expert_parallel`: the role adds --enable-expert-parallel (the arguments set no flag of their own)."""
     args = model_profile.effective_settings(profile, ccs)["extra_args"] + list(extra_args or [])
-    given_ep = weight_shapes.expert_parallel_given(args)
+    given_ep = serve_args.switch(args, "enable_expert_parallel")
     shapes = weight_shapes.model_shapes(profile, model_profile.model_dimensions(profile, config))
-    out = weight_shapes.choose_layout(shapes, base_tp, given_tp, given_ep, eplb="--enable-eplb" in args)
+    out = weight_shapes.choose_layout(shapes, base_tp, given_tp, given_ep,
+                                      eplb=bool(serve_args.switch(args, "enable_eplb")))
     out["render_expert_parallel"] = bool(out["expert_parallel"]) and given_ep is None
     out["given"] = ", ".join(
         ["vllm_service_tensor_parallel_size %d" % given_tp] if given_tp is not None else ["the policy's tensor parallel"])

@@ -118,10 +118,16 @@ def test_data_parallel_without_expert_parallel_shards_the_experts_over_every_ran
 
 
 def test_expert_parallel_as_the_arguments_set_it():
-    assert ws.expert_parallel_given([]) is None
-    assert ws.expert_parallel_given(["--enable-expert-parallel"]) is True
-    assert ws.expert_parallel_given(["-ep", "--no-enable-expert-parallel"]) is False
-    assert ws.expert_parallel_given(["--no-enable-expert-parallel", "--enable-expert-parallel"]) is True
+    """Read as vLLM 0.33.0 reads them (serve_args.switch, the one reader of the arguments): every spelling and
+    prefix, the last one winning."""
+    from ansible_collections.moeops.inference.plugins.module_utils._roles.vllm_service import serve_args
+    assert serve_args.switch([], "enable_expert_parallel") is None
+    assert serve_args.switch(["--enable-expert-parallel"], "enable_expert_parallel") is True
+    assert serve_args.switch(["-ep", "--no-enable-expert-parallel"], "enable_expert_parallel") is False
+    assert serve_args.switch(["--no-enable-expert-parallel", "--enable-expert-parallel"], "enable_expert_parallel")
+    assert serve_args.switch(["--enable_expert_parallel", "--max-num-seqs", "8"], "enable_expert_parallel") is True
+    assert serve_args.switch(["--disable-expert-parallel"], "enable_expert_parallel") is False
+    assert serve_args.switch(["--enable-expert-p"], "enable_expert_parallel") is True  # a unique prefix
 
 
 # --------------------------------------------------------------------------- the layout
