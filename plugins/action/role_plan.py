@@ -67,7 +67,8 @@ class ActionModule(ActionBase):
             return result
         values = self._values(spec, defaults, task_vars)
         planned = role_plan.plan_role(role, spec, values, sorted(task_vars), specs.spec_roles(), args["context"],
-                                      plan=args["plan"])
+                                      plan=args["plan"],
+                                      unknown_names=self._templar.template(task_vars.get("moeops_unknown_names")))
         result.update(changed=False, plan=planned["plan"], problems=planned["problems"], outcome=planned["outcome"],
                       checked=sorted(values), inputs=planned["values"])
         # Ansible shows these as [WARNING] lines; the list stays in the result for reports (the preflight role).

@@ -19,7 +19,9 @@ description:
     break (newline, carriage return or NUL) in any string, strict integers, booleans and ports, lists and dicts not
     given as strings, absolute normalised paths; a removed variable name (naming its replacement); then the role's own
     rules, which live in one private module of the role (C(plugins/module_utils/_roles/<role>)).
-  - Warns about a variable with the role's prefix that is no option (usually a typo), with the closest option.
+  - Refuses a variable with the role's prefix that is no option (usually a typo), with the closest option; the
+    variable C(moeops_unknown_names) set to V(warn) (for an inventory shared with other tools) makes that a warning.
+    V(refuse) is the default; any other value is refused.
   - Returns the role's plan (what it will render and run) and a one-line outcome. A no_log option's value never
     appears in a message or in the result.
   - Each role's C(check) entry point runs it first; the preflight role runs it for every role of a deploy and reports
@@ -105,7 +107,8 @@ problems:
   elements: str
   sample: ["vllm_service: vllm_service_tensor_parallel_size 3 cannot split or replicate its 8 key/value heads evenly"]
 plan_warnings:
-  description: The warnings (also shown as Ansible warnings), such as a misspelt variable with a "did you mean".
+  description: The warnings (also shown as Ansible warnings), such as a misspelt variable with a "did you mean"
+    where C(moeops_unknown_names) is V(warn).
   returned: always
   type: list
   elements: str

@@ -7,8 +7,8 @@
 every role of a deploy. In order:
 1. the generic rules (_common/inputs.py) on every option, as its argument spec declares it, which also convert the
    values by their declared types: the role's rules and its plan see `False` for `-e x=false`, never the string;
-2. the names: a removed name is refused naming its replacement, an unknown name with the role's prefix is warned
-   about with a "did you mean";
+2. the names: a removed name is refused naming its replacement, an unknown name with the role's prefix is refused
+   with a "did you mean" (warned about instead with moeops_unknown_names: warn);
 3. the role's own rules and plan, in its private module _roles/<role>.py: `input_problems(values)` and
    `plan(values, context)`; the plan runs only when every value passed, unless the module sets
    PLAN_DESPITE_PROBLEMS (the preflight role: its plan names the roles to check, which a refused input of its own
@@ -54,10 +54,12 @@ def redact(messages: List[str], spec: Mapping[str, Any], values: Mapping[str, An
 
 
 def plan_role(role: str, spec: Mapping[str, Any], values: Mapping[str, Any], set_names: Sequence[str],
-              roles: Sequence[str], context: Mapping[str, Any], plan: bool = True) -> Dict[str, Any]:
+              roles: Sequence[str], context: Mapping[str, Any], plan: bool = True,
+              unknown_names: Any = None) -> Dict[str, Any]:
     """The role's plan from its option values (every option, as Ansible templated it), the names of the variables set
-    for the host (for the name rules) and the context its check passes (facts, results read on the node). With
-    plan false only the input rules run (a playbook that derives some inputs later checks the others first).
+    for the host (for the name rules), the context its check passes (facts, results read on the node) and the value of
+    moeops_unknown_names (None: unset). With plan false only the input rules run (a playbook that derives some inputs
+    later checks the others first).
 
     Returns {plan, problems, warnings, outcome, values}: `values` are the converted option values; `plan` is None
     when a problem stopped the planning."""
@@ -66,7 +68,11 @@ def plan_role(role: str, spec: Mapping[str, Any], values: Mapping[str, Any], set
     mine = [n for n in set_names if owner(n, roles) == role]
     problems += inputs.removed_name_problems(role, set_names)
     module = role_module(role)
-    warnings = inputs.unknown_name_warnings(role + "_", list(spec), mine, getattr(module, "KNOWN_OTHER", ()))
+    mode, switch_problems = inputs.unknown_names_mode(unknown_names)
+    problems += switch_problems
+    unknown = inputs.unknown_name_warnings(role + "_", list(spec), mine, getattr(module, "KNOWN_OTHER", ()), mode)
+    warnings = unknown if mode == "warn" else []
+    problems += [] if mode == "warn" else unknown
     # The role's rules run even when a generic rule refused some value, so that every problem is told at once: they
     # see the spec's default in place of a refused value (a value that spans lines already has its one message).
     checked = {k: (spec[k].get("default") if k in refused else v) for k, v in converted.items() if k in values}
