@@ -366,7 +366,7 @@ def unknown_names_mode(value: Any) -> Tuple[str, Problems]:
     return "refuse", ["%s must be %s, got %r" % (UNKNOWN_NAMES_SWITCH, " or ".join(UNKNOWN_NAMES_MODES), value)]
 
 
-def unknown_name_warnings(prefix: str, options: Sequence[str], names: Sequence[str],
+def unknown_name_messages(prefix: str, options: Sequence[str], names: Sequence[str],
                           known_other: Sequence[str] = (), mode: str = "warn") -> Problems:
     """Variables with the role's prefix that are neither an option nor a known result: usually a typo, which would
     be ignored without a word (vllm_service_profle: minimax_m25 deployed another model). Each message names the

@@ -70,7 +70,7 @@ def plan_role(role: str, spec: Mapping[str, Any], values: Mapping[str, Any], set
     module = role_module(role)
     mode, switch_problems = inputs.unknown_names_mode(unknown_names)
     problems += switch_problems
-    unknown = inputs.unknown_name_warnings(role + "_", list(spec), mine, getattr(module, "KNOWN_OTHER", ()), mode)
+    unknown = inputs.unknown_name_messages(role + "_", list(spec), mine, getattr(module, "KNOWN_OTHER", ()), mode)
     warnings = unknown if mode == "warn" else []
     problems += [] if mode == "warn" else unknown
     # The role's rules run even when a generic rule refused some value, so that every problem is told at once: they
