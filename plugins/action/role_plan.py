@@ -79,7 +79,8 @@ class ActionModule(ActionBase):
                                                   msg="moeops.inference.role_plan: %s" % exc))
             return result
         planned = role_plan.plan_role(role, spec, values, sorted(task_vars), roles, context, plan=args["plan"],
-                                      elsewhere=elsewhere)
+                                      elsewhere=elsewhere,
+                                      unknown_names=self._templar.template(task_vars.get("moeops_unknown_names")))
         # A refusal carries the message and the problems, not the plan (action_result says why).
         result.update(role_plan.action_result(planned, values, args["fail_on_problems"]))
         # A no_log option's value is never returned (the plan and the values may hold it): masked in the result.

@@ -22,7 +22,9 @@ description:
     Ansible connects on - C(ansible_port), else the connection's port, else 22 - nor another role's port - its value
     on the host, else that role's default - nor below 1024 unless C(moeops_allow_privileged_ports)); then the role's own
     rules, which live in one private module of the role (C(plugins/module_utils/_roles/<role>)).
-  - Warns about a variable with the role's prefix that is no option (usually a typo), with the closest option.
+  - Refuses a variable with the role's prefix that is no option (usually a typo), with the closest option; the
+    variable C(moeops_unknown_names) set to V(warn) (for an inventory shared with other tools) makes that a warning.
+    V(refuse) is the default; any other value is refused.
   - Returns the role's plan (what it will render and run) and a one-line outcome. A no_log option's value never
     appears in a message or in the result.
   - A refusal (a problem, with O(fail_on_problems)) fails with the message, RV(problems) and RV(plan_warnings) only,
@@ -111,7 +113,8 @@ problems:
   elements: str
   sample: ["vllm_service: vllm_service_tensor_parallel_size 3 cannot split or replicate its 8 key/value heads evenly"]
 plan_warnings:
-  description: The warnings (also shown as Ansible warnings), such as a misspelt variable with a "did you mean".
+  description: The warnings (also shown as Ansible warnings), such as a misspelt variable with a "did you mean"
+    where C(moeops_unknown_names) is V(warn).
   returned: always
   type: list
   elements: str

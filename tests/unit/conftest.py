@@ -64,11 +64,26 @@ def role_defaults(role):
         return {k: v for k, v in (yaml.safe_load(f) or {}).items() if not (isinstance(v, str) and "{{" in v)}
 
 
+# The model the tests' deploys name: vllm_service_profile has no default (the roles refuse it unset), so a test that
+# plans a role declaring it names one, Kimi-K2.5 unless it says otherwise (or passes a loaded profile in the context).
+NAMED_PROFILE = "kimi_k25"
+
+
+def role_inputs(role):
+    """A role's defaults (role_defaults) with the model profile named, as every deploy names it: what a role sees in a
+    play that sets nothing else."""
+    values = role_defaults(role)
+    if "vllm_service_profile" in values:
+        values["vllm_service_profile"] = NAMED_PROFILE
+    return values
+
+
 def role_result(role, ctx, **values):
-    """A role's plan as its check's role_plan step works it out: the role's defaults, then `values`, in `ctx`."""
+    """A role's plan as its check's role_plan step works it out: the role's defaults and the named profile
+    (role_inputs), then `values`, in `ctx`."""
     from ansible_collections.moeops.inference.plugins.module_utils._common.plan import plan_role
     from ansible_collections.moeops.inference.plugins.module_utils._common.specs import spec_roles
-    given = dict(role_defaults(role))
+    given = dict(role_inputs(role))
     if role == "vllm_service":  # templated defaults (vllm_service_name's), as the role renders them
         given.update(vllm_service_env_file="/etc/vllm/vllm.env", vllm_service_api_key_file="/etc/vllm/vllm.api-key")
     given.update(values)

@@ -10,8 +10,8 @@ Applied by each role's plan (the role_plan action) to the value the role will re
   integers and booleans, lists and dicts not given as strings, paths absolute, normalised and without whitespace;
 - the address and port types (AddressType, port): every address, network list and port option, as each role's
   module declares it (ADDRESS_OPTIONS, PORT_OPTIONS), applied by the plan;
-- names: a variable with the role's prefix that is no option (a typo: warned, with a "did you mean"), and a name
-  removed from the collection (refused, naming its replacement);
+- names: a variable with the role's prefix that is no option (a typo: refused, with a "did you mean"; a warning with
+  moeops_unknown_names: warn), and a name removed from the collection (refused, naming its replacement);
 - the rules of the names several roles share (vllm_user, vllm_group), and small checks the roles' own modules
   use (_roles/<role>.py): accounts, hosts, number ranges, environment mappings.
 Every message names the variable (and the place in it) and what is allowed; never a secret.
@@ -508,16 +508,36 @@ def removed_name_problems(role: str, names: Sequence[str]) -> Problems:
             % (name, REMOVED[name][1]) for name in sorted(names) if REMOVED.get(name, ("",))[0] == role]
 
 
-def unknown_name_warnings(prefix: str, options: Sequence[str], names: Sequence[str],
-                          known_other: Sequence[str] = ()) -> Problems:
-    """Variables with the role's prefix that are neither an option nor a known result: usually a typo, ignored
-    otherwise. Each warning names the closest option."""
-    warnings = []
+# The switch for unknown names: refuse (the default) or warn, for an inventory shared with other tools whose
+# variables happen to start with a role's prefix. Not a role option: every role's plan reads it.
+UNKNOWN_NAMES_SWITCH = "moeops_unknown_names"
+UNKNOWN_NAMES_MODES = ("refuse", "warn")
+
+
+def unknown_names_mode(value: Any) -> Tuple[str, Problems]:
+    """What moeops_unknown_names asks for (unset: refuse), and the problem with a value that is neither choice (which
+    refuses, as unset does)."""
+    if value is None:
+        return "refuse", []
+    if isinstance(value, str) and value in UNKNOWN_NAMES_MODES:
+        return value, []
+    return "refuse", ["%s must be %s, got %r" % (UNKNOWN_NAMES_SWITCH, " or ".join(UNKNOWN_NAMES_MODES), value)]
+
+
+def unknown_name_messages(prefix: str, options: Sequence[str], names: Sequence[str],
+                          known_other: Sequence[str] = (), mode: str = "warn") -> Problems:
+    """Variables with the role's prefix that are neither an option nor a known result: usually a typo, which would
+    be ignored without a word (vllm_service_profle: minimax_m25 deployed another model). Each message names the
+    closest option; with `mode` refuse (moeops_unknown_names' default) they are problems, with warn warnings."""
+    messages = []
     for name in sorted(set(n for n in names if n.startswith(prefix)) - set(options) - set(known_other) - set(REMOVED)):
         close = difflib.get_close_matches(name, list(options), n=1)
-        warnings.append("%s is set but is not an option of role %s%s; it has no effect"
-                        % (name, prefix.rstrip("_"), " (did you mean %s?)" % close[0] if close else ""))
-    return warnings
+        messages.append("%s is set but is not an option of role %s%s; %s"
+                        % (name, prefix.rstrip("_"), " (did you mean %s?)" % close[0] if close else "",
+                           "it has no effect" if mode == "warn" else
+                           "refused, as it would have no effect (%s: warn makes this a warning, for an inventory "
+                           "shared with other tools)" % UNKNOWN_NAMES_SWITCH))
+    return messages
 
 
 # --- argv words and remote sources (issue 41: what a careless or hostile inventory still gets through) -------------

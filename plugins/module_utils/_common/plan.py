@@ -7,8 +7,8 @@
 every role of a deploy. In order:
 1. the generic rules (_common/inputs.py) on every option, as its argument spec declares it, which also convert the
    values by their declared types: the role's rules and its plan see `False` for `-e x=false`, never the string;
-2. the names: a removed name is refused naming its replacement, an unknown name with the role's prefix is warned
-   about with a "did you mean";
+2. the names: a removed name is refused naming its replacement, an unknown name with the role's prefix is refused
+   with a "did you mean" (warned about instead with moeops_unknown_names: warn);
 3. the address and port types (_common/inputs.py) on the options the role's module declares (ADDRESS_OPTIONS,
    PORT_OPTIONS): canonical addresses without a zone id, ports that are neither the SSH port the inventory connects on
    (the context's ssh_port, which the role_plan action sets from ansible_port), nor privileged (unless
@@ -86,10 +86,11 @@ def other_port_options(role: str, spec: Mapping[str, Any], roles: Sequence[str])
 
 def plan_role(role: str, spec: Mapping[str, Any], values: Mapping[str, Any], set_names: Sequence[str],
               roles: Sequence[str], context: Mapping[str, Any], plan: bool = True,
-              elsewhere: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+              elsewhere: Optional[Mapping[str, Any]] = None, unknown_names: Any = None) -> Dict[str, Any]:
     """The role's plan from its option values (every option, as Ansible templated it), the names of the variables set
-    for the host (for the name rules) and the context its check passes (facts, results read on the node). With
-    plan false only the input rules run (a playbook that derives some inputs later checks the others first).
+    for the host (for the name rules), the context its check passes (facts, results read on the node) and the value of
+    moeops_unknown_names (None: unset). With plan false only the input rules run (a playbook that derives some inputs
+    later checks the others first).
     `context` may hold ssh_port (the port Ansible connects on; 22 without it); `elsewhere` the other roles' port
     options and their values on this host, which no port of this role may take.
 
@@ -100,7 +101,11 @@ def plan_role(role: str, spec: Mapping[str, Any], values: Mapping[str, Any], set
     mine = [n for n in set_names if owner(n, roles) == role]
     problems += inputs.removed_name_problems(role, set_names)
     module = role_module(role)
-    warnings = inputs.unknown_name_warnings(role + "_", list(spec), mine, getattr(module, "KNOWN_OTHER", ()))
+    mode, switch_problems = inputs.unknown_names_mode(unknown_names)
+    problems += switch_problems
+    unknown = inputs.unknown_name_messages(role + "_", list(spec), mine, getattr(module, "KNOWN_OTHER", ()), mode)
+    warnings = unknown if mode == "warn" else []
+    problems += [] if mode == "warn" else unknown
     # The role's rules run even when a generic rule refused some value, so that every problem is told at once: they
     # see the spec's default in place of a refused value (a value that spans lines already has its one message).
     checked = {k: (spec[k].get("default") if k in refused else v) for k, v in converted.items() if k in values}

@@ -323,12 +323,42 @@ def _accepted(profiles_dir: str) -> str:
             "the controller" % (", ".join(known) if known else "none found in %s" % profiles_dir))
 
 
+def not_set(profiles_dir: str, var: str = PROFILE_VAR) -> str:
+    """The refusal of an unset or empty profile: the collection has no default model (a typo'd variable name once
+    left the default in place, and the play planned a 595 GB model nobody asked for)."""
+    return ("%s: not set, and moeops.inference deploys no model by default; set %s (in the inventory, or "
+            "-e %s=NAME) to %s" % (var, var, var, _accepted(profiles_dir)))
+
+
+def unset(value: Any) -> bool:
+    """Null, empty or blank: no profile named."""
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+def unset_problems(value: Any, profiles_dir: str, var: str = PROFILE_VAR) -> List[str]:
+    """The input rule of the roles that load the profile: told with their other input problems (a misspelt
+    vllm_service_profle beside it), not only once the plan loads the profile."""
+    return [not_set(profiles_dir, var)] if unset(value) else []
+
+
+def profile_origin(value: Any) -> str:
+    """Where the profile in use came from, for the outcome line, the summary and the settings report: a shipped
+    profile by its name and file, or the user's own file by its path."""
+    text = str(value)
+    if os.path.isabs(text):
+        return "%s (your file)" % text
+    return "%s (profiles/%s.yml, shipped with the collection)" % (text, text)
+
+
 def profile_path(value: Any, profiles_dir: str, var: str = PROFILE_VAR) -> str:
     """The file a profile name or absolute path stands for.
 
     A name (lower case letters, digits and _) is `<profiles_dir>/<name>.yml` and must exist there; an absolute
-    path is returned as it is (load_profile reports a missing file).  Anything else raises ProfileError.
+    path is returned as it is (load_profile reports a missing file).  Nothing (null or empty) is refused with the
+    choices: there is no default profile.  Anything else raises ProfileError.
     """
+    if unset(value):
+        raise ProfileError(not_set(profiles_dir, var))
     if not isinstance(value, str):
         raise ProfileError("%s: expected %s, got %s" % (var, _accepted(profiles_dir), _got(value)))
     if any(c in value for c in systemd_unit.LINE_BREAKS):  # not echoed: the input rules name it (the broken part)

@@ -610,6 +610,9 @@ def build_report(host: str, desired: Mapping[str, Any], deployed: Mapping[str, A
     if verdict == "running" and mtime and since and mtime > since:
         status.append("restart  the unit changed after the service started: it runs with the old settings until restarted")
         problems.append("restart pending")
+    # Which model profile the desired side comes from, and where it came from (there is no default profile).
+    if desired.get("profile_origin"):
+        status.append("profile  %s, set by vllm_service_profile" % desired["profile_origin"])
     vllm = deployed.get("vllm") or {}
     engine = vllm.get("line") or (("version " + have_version) if have_version else "NOT INSTALLED")
     status.append("vLLM     %s in %s" % (engine if have_version else "NOT INSTALLED", vllm.get("venv")))

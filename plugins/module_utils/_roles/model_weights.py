@@ -22,8 +22,9 @@ REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 def input_problems(v: Mapping[str, Any]) -> List[str]:
     source = v.get("model_weights_source")
-    problems = (inputs.number_in("model_weights_download_timeout", v.get("model_weights_download_timeout"), 0,
-                                 inputs.SYSTEMD_MAX_SECONDS, what="a positive number of seconds")
+    problems = (model_profile.unset_problems(v.get("vllm_service_profile"), specs.PROFILES_DIR)
+                + inputs.number_in("model_weights_download_timeout", v.get("model_weights_download_timeout"), 0,
+                                   inputs.SYSTEMD_MAX_SECONDS, what="a positive number of seconds")
                 + inputs.number_in("model_weights_poll_interval", v.get("model_weights_poll_interval"), 0, 86400,
                                    what="a positive number of seconds")
                 + inputs.number_in("model_weights_max_workers", v.get("model_weights_max_workers"), 0, 1024,

@@ -79,7 +79,7 @@ def test_a_shared_name_has_one_default_and_type_in_every_role_that_declares_it(n
         seen = {role: opt.get(what) for role, opt in declared.items()}
         assert len(set(map(repr, seen.values()))) == 1, "%s: %s differs between roles: %s" % (name, what, seen)
     for role in declared:
-        assert load(role, "defaults", "main.yml")[name] == declared[role]["default"], (role, name)
+        assert load(role, "defaults", "main.yml")[name] == declared[role].get("default"), (role, name)
 
 
 def test_no_role_mirrors_another_roles_variable_under_its_own_name():

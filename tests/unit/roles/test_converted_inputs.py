@@ -19,7 +19,7 @@ import re
 import pytest
 import yaml
 
-from conftest import role_defaults, role_spec
+from conftest import role_inputs, role_spec
 from ansible_collections.moeops.inference.plugins.module_utils._common.plan import plan_role
 from ansible_collections.moeops.inference.plugins.module_utils._common.specs import spec_roles
 
@@ -118,7 +118,7 @@ def test_every_bool_option_of_every_role_from_the_command_line_is_false(word):
     for role in spec_roles():
         spec = role_spec(role)
         names = [n for n, o in spec.items() if o.get("type") == "bool"]
-        values = dict(role_defaults(role), **{n: word for n in names})
+        values = dict(role_inputs(role), **{n: word for n in names})
         values.setdefault("vllm_service_profile", "kimi_k25")
         result = plan_role(role, spec, values, sorted(values), spec_roles(), {}, plan=False)
         assert not [p for p in result["problems"] if any(n in p for n in names)], result["problems"]

@@ -19,7 +19,7 @@ from ansible_collections.moeops.inference.plugins.module_utils._common import in
 from ansible_collections.moeops.inference.plugins.module_utils._common.plan import (
     other_port_options, plan_role, role_module)
 from ansible_collections.moeops.inference.plugins.module_utils._common.specs import spec_roles
-from conftest import REPO, role_defaults, role_spec
+from conftest import REPO, role_inputs, role_spec
 
 # By name: what is bound, dialled or allowed (an address, a host, a network list) and what is listened on (a port).
 ADDRESS_NAME = re.compile(r"_(host|hosts|listen|address|addresses|allow|cidr|cidrs|ip|ips|network|networks|bind)$")
@@ -83,7 +83,7 @@ def test_every_exception_and_every_declaration_names_an_option():
 
 def problems(role, ctx=None, elsewhere=None, **values):
     """The role's input problems (its plan not run), as the role_plan action finds them: its defaults, then `values`."""
-    values = dict(role_defaults(role), **values)
+    values = dict(role_inputs(role), **values)
     if role == "vllm_service":  # its one required option
         values.setdefault("vllm_service_profile", "kimi_k25")
     return plan_role(role, role_spec(role), values, sorted(values), spec_roles(), ctx or {}, plan=False,

@@ -93,6 +93,8 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
     # No GPU read and none required: no unit that would claim a tensor-parallel size over 0 GPUs.
     unit["install"] = bool(int(facts.get("count") or 0) or engine == "cpu")
     unit["profile"] = profile
+    # Named in the outcome line, the summary and the settings report: which profile, and where it came from.
+    unit["profile_origin"] = model_profile.profile_origin(v["vllm_service_profile"])
     unit["engine_check"] = engine_rules.check_plan(v, profile, ccs, tp, ctx.get("model_weights_config"),
                                                    unit["environment"])
     if not unit["install"]:
@@ -108,8 +110,8 @@ def outcome(v: Mapping[str, Any], unit: Mapping[str, Any], profile: Mapping[str,
         return "vllm_service: nothing to install: %s" % unit["why_not_started"]
     where = unit["front"]["url"] if unit["front"]["enabled"] else unit["health_url"][:-len("/health")]
     check = unit["engine_check"]
-    return ("vllm_service: %s (%s) at tensor parallel %d%s, %s at %s; %s; %s" % (
-        profile["served_name"], profile["name"], unit["tensor_parallel_size"],
+    return ("vllm_service: %s (%s) from vllm_service_profile %s, at tensor parallel %d%s, %s at %s; %s; %s" % (
+        profile["served_name"], profile["name"], unit["profile_origin"], unit["tensor_parallel_size"],
         " with expert parallel" if unit["weight_layout"]["expert_parallel"] else "",
         "vLLM's CPU build" if v["vllm_engine"] == "cpu" else "vLLM", where,
         "asks the installed vLLM first (engine check)" if check["run"] else "no engine check (%s)" % check["why"],

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any, List, Mapping
 
-from ansible_collections.moeops.inference.plugins.module_utils._common import inputs
-from ansible_collections.moeops.inference.plugins.module_utils._policy import api_front
+from ansible_collections.moeops.inference.plugins.module_utils._common import inputs, specs
+from ansible_collections.moeops.inference.plugins.module_utils._policy import api_front, model_profile
 from ansible_collections.moeops.inference.plugins.module_utils._roles.vllm_service import serve_args
 
 # `vllm serve` options the roles derive themselves, by the dest vLLM's parser gives them (serve_args.py reads every
@@ -148,7 +148,8 @@ def _front(v: Mapping[str, Any]) -> List[str]:
 
 def input_problems(v: Mapping[str, Any]) -> List[str]:
     """The role's own input rules (what a spec cannot say), on its converted values."""
-    return (_front(v) + inputs.unit_name("vllm_service_name", v.get("vllm_service_name"))
+    return (model_profile.unset_problems(v.get("vllm_service_profile"), specs.PROFILES_DIR)
+            + _front(v) + inputs.unit_name("vllm_service_name", v.get("vllm_service_name"))
             + inputs.no_whitespace("vllm_service_api_key", v.get("vllm_service_api_key"))
             + inputs.no_whitespace("vllm_service_hf_token", v.get("vllm_service_hf_token"))
             + inputs.number_in("vllm_service_max_exposure", v.get("vllm_service_max_exposure"), 0, 10, low_open=False,

@@ -88,9 +88,18 @@ def test_relative_path_or_other_string(lookup, term):
                                     "(a relative path is not accepted: write it as an absolute path)" % (term, ACCEPTED))
 
 
-@pytest.mark.parametrize("term, shown", [(25, "an integer (25)"), (["glm5"], "a list (['glm5'])"), (None, "null")])
+@pytest.mark.parametrize("term, shown", [(25, "an integer (25)"), (["glm5"], "a list (['glm5'])")])
 def test_not_a_string(lookup, term, shown):
     assert _error(lookup, term) == "vllm_service_profile: expected %s, got %s" % (ACCEPTED, shown)
+
+
+@pytest.mark.parametrize("term", [None, ""])
+def test_nothing_named_is_refused_with_the_shipped_profiles(lookup, term):
+    """There is no default profile: a playbook that passes `vllm_service_profile | default(none)` (nccl_tune.yml) gets
+    the roles' own refusal."""
+    assert _error(lookup, term) == ("vllm_service_profile: not set, and moeops.inference deploys no model by default; "
+                                    "set vllm_service_profile (in the inventory, or -e vllm_service_profile=NAME) to %s"
+                                    % ACCEPTED)
 
 
 def test_missing_file_and_directory(lookup, tmp_path):

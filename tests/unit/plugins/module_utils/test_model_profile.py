@@ -186,7 +186,7 @@ def test_profile_path_unknown_name_lists_the_known_ones():
                               "minimax_m25; the absolute path of a profile file on the controller works too")
 
 
-@pytest.mark.parametrize("value", ["profiles/glm5.yml", "glm5.yml", "./glm5", "~/glm5.yml", "GLM5", "", "glm-5"])
+@pytest.mark.parametrize("value", ["profiles/glm5.yml", "glm5.yml", "./glm5", "~/glm5.yml", "GLM5", "glm-5"])
 def test_profile_path_refuses_a_relative_path_or_another_string(value):
     with pytest.raises(mp.ProfileError) as err:
         mp.profile_path(value, PROFILES)
@@ -204,7 +204,34 @@ def test_profile_path_refuses_a_line_break_without_echoing_it(value):
     assert "ExecStart" not in str(err.value) and "Service" not in str(err.value)
 
 
-@pytest.mark.parametrize("value, shown", [(25, "an integer (25)"), (None, "null"), (True, "a boolean (True)"),
+@pytest.mark.parametrize("value", [None, "", " \t"])
+def test_profile_path_refuses_no_profile_listing_the_shipped_ones(value):
+    """There is no default model: nothing named is refused with the shipped names (read from the directory) and the
+    path form."""
+    with pytest.raises(mp.ProfileError) as err:
+        mp.profile_path(value, PROFILES)
+    assert str(err.value) == (
+        "vllm_service_profile: not set, and moeops.inference deploys no model by default; set vllm_service_profile (in "
+        "the inventory, or -e vllm_service_profile=NAME) to the name of a profile shipped with the collection (glm5, "
+        "kimi_k25, minimax_m25) or the absolute path of a profile file on the controller")
+    assert mp.unset_problems(value, PROFILES) == [str(err.value)]
+
+
+def test_no_profile_names_the_profiles_the_directory_holds(tmp_path):
+    """The list is the directory's, not a copy: a profile added there is named."""
+    for name in ("alpha", "beta_2"):
+        (tmp_path / (name + ".yml")).write_text("name: x\n")
+    (tmp_path / "README.md").write_text("not a profile\n")
+    assert "(alpha, beta_2)" in mp.not_set(str(tmp_path))
+    assert mp.unset_problems("alpha", str(tmp_path)) == []
+
+
+def test_profile_origin_names_a_shipped_profile_by_name_and_file_and_a_users_by_path():
+    assert mp.profile_origin("glm5") == "glm5 (profiles/glm5.yml, shipped with the collection)"
+    assert mp.profile_origin("/srv/profiles/mine.yml") == "/srv/profiles/mine.yml (your file)"
+
+
+@pytest.mark.parametrize("value, shown", [(25, "an integer (25)"), (True, "a boolean (True)"),
                                           (2.5, "a float (2.5)"), ({"name": "x"}, "a mapping ({'name': 'x'})"),
                                           (["glm5"], "a list (['glm5'])"), (b"glm5", "a bytes (b'glm5')")])
 def test_profile_path_refuses_a_non_string(value, shown):

@@ -16,7 +16,7 @@ from ansible_collections.moeops.inference.plugins.module_utils._facts import gpu
 from ansible_collections.moeops.inference.plugins.module_utils._roles import preflight as pf
 from ansible_collections.moeops.inference.plugins.module_utils._roles.vllm_service import fit as pf_fit
 from conftest import SPEC_ROLES as ROLES
-from conftest import load_json, role_defaults
+from conftest import load_json, role_inputs
 from conftest import role_spec as spec
 from conftest import shipped_profile as profile
 
@@ -31,7 +31,7 @@ def facts(name):
 
 def run(role="vllm_service", gpus=None, prof=None, **over):
     """One role's plan with all its rules, as the role_plan action runs it (the role's defaults and `over`)."""
-    values = dict(role_defaults(role), **over)
+    values = dict(role_inputs(role), **over)
     if role == "vllm_service":
         values.update(vllm_service_env_file="/etc/vllm/vllm.env", vllm_service_api_key_file="/etc/vllm/vllm.api-key")
     ctx = {"gpus": gpus if gpus is not None else facts("rtxpro6000-x8-2numa"), "facts": DEBIAN}
@@ -228,7 +228,7 @@ def test_every_option_of_every_role_refuses_a_line_break(breaker, what):
     for role in ROLES:
         for name, opt in sorted(spec(role).items()):
             for value, place in _line_breaking_values(opt, breaker):
-                values = dict(role_defaults(role), **{name: value})
+                values = dict(role_inputs(role), **{name: value})
                 result = plan_role(role, spec(role), values, sorted(values), spec_roles(),
                                    {"gpus": facts("rtxpro6000-x8-2numa"), "facts": DEBIAN})
                 wanted = [p for p in result["problems"]
@@ -286,7 +286,7 @@ def test_ansibles_own_conversion_message_names_the_yaml_type_not_ansibles_class(
 def test_the_front_tls_files_are_two_problems_each_named_by_the_role():
     files = {"/etc/moeops-no-such.crt": {"exists": False},
              "/etc/hostname": {"exists": True, "isreg": True, "uid": 0, "pw_name": "root", "mode": "0644"}}
-    values = dict(role_defaults("vllm_service"), vllm_service_env_file="/etc/vllm/vllm.env",
+    values = dict(role_inputs("vllm_service"), vllm_service_env_file="/etc/vllm/vllm.env",
                   vllm_service_api_key_file="/etc/vllm/vllm.api-key", vllm_service_host="0.0.0.0",
                   vllm_service_front_tls_cert="/etc/moeops-no-such.crt", vllm_service_front_tls_key="/etc/hostname")
     ctx = {"gpus": facts("rtxpro6000-x8-2numa"), "facts": DEBIAN, "front_tls_files": files}
@@ -297,7 +297,7 @@ def test_the_front_tls_files_are_two_problems_each_named_by_the_role():
 
 
 def test_a_refused_input_of_preflights_own_leaves_every_role_planned():
-    values = dict(role_defaults("preflight"), vllm_hf_home="~/hf", preflight_roles=["vllm", "no_such_role", "vllm_service"])
+    values = dict(role_inputs("preflight"), vllm_hf_home="~/hf", preflight_roles=["vllm", "no_such_role", "vllm_service"])
     result = plan_role("preflight", spec("preflight"), values, sorted(values), spec_roles(), {})
     assert result["problems"] == [
         "preflight: vllm_hf_home must be an absolute path, got '~/hf'",
@@ -305,7 +305,7 @@ def test_a_refused_input_of_preflights_own_leaves_every_role_planned():
         % ", ".join(spec_roles())]
     assert result["plan"] == {"roles": ["vllm", "vllm_service"]}
     # A refused preflight_roles itself: the spec's default roles are planned, the value named once.
-    values = dict(role_defaults("preflight"), preflight_roles=["vllm", "x\nExecStartPre=/bin/id"])
+    values = dict(role_inputs("preflight"), preflight_roles=["vllm", "x\nExecStartPre=/bin/id"])
     result = plan_role("preflight", spec("preflight"), values, sorted(values), spec_roles(), {})
     assert [p.split(" contains ")[0] for p in result["problems"]] == ["preflight: preflight_roles[1]"]
     assert result["plan"]["roles"] == list(spec("preflight")["preflight_roles"]["default"])

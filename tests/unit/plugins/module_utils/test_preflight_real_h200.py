@@ -10,7 +10,7 @@ import pytest
 from ansible_collections.moeops.inference.plugins.module_utils._facts import gpu_topology as topo
 from ansible_collections.moeops.inference.plugins.module_utils._common.plan import plan_role
 from ansible_collections.moeops.inference.plugins.module_utils._common.specs import spec_roles
-from conftest import load_json, role_defaults, role_spec
+from conftest import load_json, role_inputs, role_spec
 
 UBUNTU2404 = {"distribution": "Ubuntu", "distribution_version": "24.04", "distribution_major_version": "24",
               "distribution_release": "noble", "architecture": "x86_64", "os_family": "Debian"}
@@ -29,7 +29,7 @@ def replay(facts, model):
     for role, over in (("nvidia_driver", {}), ("vllm_service", {
             "vllm_service_profile": model, "vllm_service_env_file": "/etc/vllm/vllm.env",
             "vllm_service_api_key_file": "/etc/vllm/vllm.api-key"})):
-        values = dict(role_defaults(role), **over)
+        values = dict(role_inputs(role), **over)
         result = plan_role(role, role_spec(role), values, sorted(values), spec_roles(),
                            {"gpus": facts, "facts": UBUNTU2404})
         for key in ("problems", "warnings"):

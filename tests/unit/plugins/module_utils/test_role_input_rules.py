@@ -18,7 +18,7 @@ ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..")
 
 
 def problems(role, **values):
-    if role == "vllm_service":  # its one required option
+    if "vllm_service_profile" in spec(role):  # the one value every deploy must give: there is no default model
         values.setdefault("vllm_service_profile", "kimi_k25")
     return plan_role(role, spec(role), values, sorted(values), spec_roles(), {}, plan=False)["problems"]
 
@@ -199,7 +199,30 @@ def test_the_shipped_defaults_pass_every_roles_rules():
     for role in ("nvidia_driver", "nvidia_persistenced", "vllm", "model_weights", "ray_cluster", "vllm_service"):
         with open(os.path.join(ROOT, "roles", role, "defaults", "main.yml")) as f:
             defaults = {k: v for k, v in (yaml.safe_load(f) or {}).items() if "{{" not in str(v)}
+        if "vllm_service_profile" in defaults:  # null: the one value a deploy must give (tested below)
+            defaults["vllm_service_profile"] = "kimi_k25"
         assert problems(role, **defaults) == [], role
+
+
+SHIPPED = sorted(f[:-4] for f in os.listdir(os.path.join(ROOT, "profiles")) if f.endswith(".yml"))
+
+
+@pytest.mark.parametrize("value", [None, "", "  "])
+def test_no_profile_is_refused_by_the_roles_that_load_it_listing_the_shipped_ones(value):
+    """No default model: unset (the roles' default, null), empty or blank, the roles that load the profile refuse it
+    with one message naming every profiles/*.yml and the path form; the others do not read it."""
+    said = ("vllm_service_profile: not set, and moeops.inference deploys no model by default; set vllm_service_profile "
+            "(in the inventory, or -e vllm_service_profile=NAME) to the name of a profile shipped with the collection "
+            "(%s) or the absolute path of a profile file on the controller" % ", ".join(SHIPPED))
+    for role in spec_roles():
+        if "vllm_service_profile" not in spec(role):
+            continue
+        with open(os.path.join(ROOT, "roles", role, "defaults", "main.yml")) as f:
+            defaults = {k: v for k, v in (yaml.safe_load(f) or {}).items() if "{{" not in str(v)}
+        assert defaults["vllm_service_profile"] is None, role
+        defaults["vllm_service_profile"] = value
+        expected = ["%s: %s" % (role, said)] if role in ("vllm_service", "model_weights") else []
+        assert problems(role, **defaults) == expected, role
 
 
 def test_a_secret_is_checked_but_never_quoted():

@@ -21,7 +21,7 @@ from ansible_collections.moeops.inference.plugins.module_utils._common.plan impo
 from ansible_collections.moeops.inference.plugins.module_utils._common.specs import spec_roles
 from ansible_collections.moeops.inference.plugins.module_utils._roles.vllm_service import unit as vsp
 from ansible_collections.moeops.inference.plugins.module_utils._policy.settings import serve_settings
-from conftest import FIXTURES, REPO, load_json, role_defaults, role_spec, shipped_profile
+from conftest import FIXTURES, REPO, load_json, role_inputs, role_spec, shipped_profile
 
 # The role's own hardening defaults (plain YAML, no templating in them).
 with open(os.path.join(REPO, "roles", "vllm_service", "defaults", "main.yml")) as _f:
@@ -84,7 +84,7 @@ CTX = {"facts": "gpus", "tuning": "tuning", "config": "model_weights_config", "p
 def inputs(**over):
     """The role's defaults (defaults/main.yml, as the role_plan action reads them) with the overrides, and the context,
     on the real H200 with Kimi-K2.5."""
-    values = role_defaults("vllm_service")
+    values = role_inputs("vllm_service")
     values["vllm_service_env_file"] = "/etc/vllm/vllm.env"
     values["vllm_service_api_key_file"] = "/etc/vllm/vllm.api-key"
     ctx = {"gpus": h200(), "profile": shipped_profile("kimi_k25")}
@@ -122,7 +122,19 @@ def option(args, flag):
 def test_the_result_is_plain_data_with_an_outcome_line():
     result = plan_result()
     assert json.loads(json.dumps(result)) == result
-    assert result["outcome"].startswith("vllm_service: kimi-k2.5 (kimi-k2.5-int4) at tensor parallel 1, vLLM at")
+    assert result["outcome"].startswith("vllm_service: kimi-k2.5 (kimi-k2.5-int4) from vllm_service_profile kimi_k25 "
+                                        "(profiles/kimi_k25.yml, shipped with the collection), at tensor parallel 1, "
+                                        "vLLM at")
+    assert result["plan"]["profile_origin"] == "kimi_k25 (profiles/kimi_k25.yml, shipped with the collection)"
+
+
+def test_the_outcome_names_a_users_profile_file_by_its_path():
+    path = os.path.join(REPO, "tests", "integration", "bad-inputs", "tiny_model.yml")
+    values, ctx = inputs(vllm_service_profile=path)
+    del ctx["profile"]  # loaded from the file, as the role does
+    result = plan_role("vllm_service", role_spec("vllm_service"), values, [], spec_roles(), ctx)
+    assert result["plan"]["profile_origin"] == "%s (your file)" % path
+    assert " from vllm_service_profile %s (your file), at tensor parallel " % path in result["outcome"]
 
 
 # --------------------------------------------------------------------------- hardening

@@ -239,6 +239,16 @@ def test_report_clean():
     assert any("vLLM     version 0.33.0" in line for line in report["lines"])
 
 
+def test_report_names_the_profile_and_where_it_came_from():
+    desired = {"unit_text": UNIT, "sources": SOURCES, "vllm_version": "0.33.0",
+               "profile_origin": "glm5 (profiles/glm5.yml, shipped with the collection)"}
+    lines = vs.build_report("box", desired, _deployed(UNIT), GPUS)["lines"]
+    assert "  profile  glm5 (profiles/glm5.yml, shipped with the collection), set by vllm_service_profile" in lines
+    desired["profile_origin"] = "/srv/profiles/mine.yml (your file)"
+    lines = vs.build_report("box", desired, _deployed(UNIT), GPUS)["lines"]
+    assert "  profile  /srv/profiles/mine.yml (your file), set by vllm_service_profile" in lines
+
+
 def test_report_hand_edited_and_loading():
     edited = UNIT.replace("NCCL_PROTO=LL", "NCCL_PROTO=Simple")
     deployed = _deployed(edited, verdict="running", uptime_s=300)

@@ -142,7 +142,8 @@ def host(count, cc="12.0", mib=97887):
 
 def plan_on(name, facts, **values):
     v = role_defaults("vllm_service")
-    v.update({"vllm_service_env_file": "/etc/vllm/vllm.env", "vllm_service_api_key_file": "/etc/vllm/vllm.api-key"})
+    v.update({"vllm_service_env_file": "/etc/vllm/vllm.env", "vllm_service_api_key_file": "/etc/vllm/vllm.api-key",
+              "vllm_service_profile": name})
     v.update(values)
     return plan_role("vllm_service", role_spec("vllm_service"), v, [], spec_roles(),
                      {"gpus": facts, "profile": shipped_profile(name)})
@@ -187,7 +188,8 @@ def test_a_layout_the_loader_refuses_is_a_problem_naming_the_rule():
     profile = dict(shipped_profile("minimax_m25"), hidden_size=3000)
     v = role_defaults("vllm_service")
     v.update({"vllm_service_env_file": "/etc/vllm/vllm.env", "vllm_service_api_key_file": "/etc/vllm/vllm.api-key",
-              "vllm_service_tensor_parallel_size": 8, "vllm_service_extra_args": ["--no-enable-expert-parallel"]})
+              "vllm_service_tensor_parallel_size": 8, "vllm_service_extra_args": ["--no-enable-expert-parallel"],
+              "vllm_service_profile": "minimax_m25"})
     result = plan_role("vllm_service", role_spec("vllm_service"), v, [], spec_roles(), {"gpus": host(8),
                                                                                         "profile": profile})
     lines = [p for p in result["problems"] if "rule fp8_block_moe" in p]
