@@ -104,7 +104,8 @@ for want in "vllm_service: vllm_service_port must be a number, got the boolean t
 done
 ! grep -q "not shown" "$work/inputs.txt" || { echo "role_plan showed a no_log value"; exit 1; }
 ansible localhost -c local -e ansible_python_interpreter="$py" -m moeops.inference.role_plan \
-  -a "role=moeops.inference.vllm_service plan=false" -e vllm_service_port=8001 > "$work/inputs-ok.txt"
+  -a "role=moeops.inference.vllm_service plan=false" -e vllm_service_port=8001 -e vllm_service_profile=kimi_k25 \
+  > "$work/inputs-ok.txt"
 grep -q '"vllm_service_port"' "$work/inputs-ok.txt"
 echo "ad-hoc role_plan: three bad inputs named (a template, a boolean, a secret not shown); good ones pass"
 # A default built from another default (ray_cluster_head_address from ray_cluster_head_host, from the group's first
