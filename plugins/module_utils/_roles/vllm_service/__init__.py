@@ -75,7 +75,7 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
     if ctx.get("report") and required is None:
         required = False
     found = fit.model_fit(profile, facts, tp, gmu, v["vllm_service_extra_args"], ctx.get("model_weights_config"),
-                          required, engine)
+                          required, engine, tp_given=tp_given is not None)
     ccs = unit["model_settings"]["compute_capabilities"]
     recorded = engine_rules.recorded_problems(profile, ccs, v["vllm_service_extra_args"], engine,
                                               str(v["vllm_service_profile"]),
@@ -83,8 +83,10 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
                                                                                 unit["environment"]))
     found["problems"] += recorded["problems"]
     found["warnings"] += recorded["warnings"]
-    if int(facts.get("count") or 0):
-        # What vLLM's weight loader refuses (or only the GPU can settle) for the layout the unit runs.
+    if int(facts.get("count") or 0) or tp_given is not None:
+        # What vLLM's weight loader refuses (or only the GPU can settle) for the layout the unit runs. These rules need
+        # no hardware: with no GPU read they still judge a tensor-parallel size the user gave (Kimi-K2.5's 64 heads
+        # refuse TP 3 on any box).
         weights = unit["weight_layout"]
         report = weight_shapes.layout_report(weights["shapes"], tp, bool(weights["expert_parallel"]),
                                              weights["base_tensor_parallel_size"], weights["given"])

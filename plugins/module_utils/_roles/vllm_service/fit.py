@@ -49,8 +49,9 @@ def check_gpus(facts: Mapping[str, Any], allow_mixed: bool, required: Optional[b
         if required is False:
             return _result(warnings=[
                 "WARNING: %s, and gpu_facts_required is false: no vLLM unit is written, since none can claim a "
-                "tensor-parallel size over 0 GPUs; the GPU checks (memory, tensor parallel, driver, P2P) are skipped. "
-                "Run again once the driver is loaded." % msg])
+                "tensor-parallel size over 0 GPUs; the checks that need the GPUs (memory, GPU count, compute "
+                "capability, driver, P2P) are skipped, and a tensor-parallel size you gave is still checked against "
+                "the model's heads. Run again once the driver is loaded." % msg])
         return _result([msg + ": the model profile needs GPUs. Check that the driver is loaded (nvidia-smi; after a "
                               "driver install, a reboot: nvidia_driver_reboot), set gpu_facts_backend and "
                               "gpu_facts_snapshot for a simulated node, or set gpu_facts_required false to install "
@@ -149,7 +150,8 @@ def check_tensor_parallel(tp: Any, gpu_count: int, dims: Mapping[str, Any], prof
         problems.append("%s %d is larger than the %d GPU(s) on this host: use at most %d." % (var, tp, gpu_count, gpu_count))
     whys = _head_refusals(tp, dims, profile)
     if whys:
-        fits = [str(d) for d in range(1, max(gpu_count, 1) + 1) if not _head_refusals(d, dims, profile)]
+        # With no GPU read, the sizes up to 8 (the target box) that the heads allow.
+        fits = [str(d) for d in range(1, (gpu_count or 8) + 1) if not _head_refusals(d, dims, profile)]
         problems.append("%s %d %s (head counts from %s); vLLM shards heads evenly and refuses it. Use one of %s."
                         % (var, tp, " and ".join(whys), dims.get("sources", {}).get("num_attention_heads"),
                            ", ".join(fits) or "1"))
@@ -161,12 +163,18 @@ def check_tensor_parallel(tp: Any, gpu_count: int, dims: Mapping[str, Any], prof
 
 def model_fit(profile: Mapping[str, Any], facts: Mapping[str, Any], tp: int, gpu_memory_utilization: float,
               extra_args: List[str], config: Optional[Mapping[str, Any]], required: Optional[bool],
-              engine: str) -> Result:
-    """Every fit rule for the profile on these GPUs at this tensor-parallel size (the role's converted values)."""
+              engine: str, tp_given: bool = False) -> Result:
+    """Every fit rule for the profile on these GPUs at this tensor-parallel size (the role's converted values). With no
+    GPU read, the rules that need none still judge a size the user gave (`tp_given`): the heads and the profile's
+    sizes, which vLLM refuses on any box; memory, compute capability and the GPU count need the GPUs."""
     out = check_gpus(facts, bool(profile.get("allow_mixed_gpus")), required, engine)
+    dims = model_profile.model_dimensions(profile, config or None)
+    if not out["problems"] and not int(facts.get("count") or 0) and tp_given:
+        part = check_tensor_parallel(tp, 0, dims, profile)
+        out["problems"] += part["problems"]
+        out["warnings"] += part["warnings"]
     if out["problems"] or not int(facts.get("count") or 0):
         return out
-    dims = model_profile.model_dimensions(profile, config or None)
     for part in (check_tensor_parallel(tp, int(facts["count"]), dims, profile),
                  check_memory(facts, tp, float(gpu_memory_utilization), float(profile["min_gpu_memory_gb"]),
                               profile["name"], lambda n: tensor_parallel_refusals(n, dims, profile)),

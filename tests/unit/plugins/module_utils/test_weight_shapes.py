@@ -267,3 +267,21 @@ def test_the_bad_inputs_case_warns_on_the_integration_node_with_every_substring_
     result = plan_on(case["vars"]["vllm_service_profile"], facts, **extra)
     assert result["problems"] == []
     assert [w for w in result["warnings"] if all(s in w for s in case["warn"])]
+
+
+def test_a_tensor_parallel_size_the_heads_refuse_is_refused_with_no_gpu_read():
+    """Issue 39: with gpu_facts_required false and no GPU read, TP 3 for Kimi-K2.5 was accepted, though vLLM refuses it
+    on any box. The head rule needs no hardware; memory and the GPU count do, and stay skipped."""
+    v = role_defaults("vllm_service")
+    v.update({"vllm_service_env_file": "/etc/vllm/vllm.env", "vllm_service_api_key_file": "/etc/vllm/vllm.api-key",
+              "vllm_service_profile": "kimi_k25", "gpu_facts_required": False})
+    none = {"count": 0, "gpus": [], "from_hardware": False}
+    for tp, refused in ((3, True), (4, False), (None, False)):
+        v["vllm_service_tensor_parallel_size"] = tp
+        result = plan_role("vllm_service", role_spec("vllm_service"), v, [], spec_roles(),
+                           {"gpus": none, "profile": shipped_profile("kimi_k25")})
+        heads = [p for p in result["problems"] if "64 attention heads" in p]
+        assert bool(heads) == refused, (tp, result["problems"])
+        assert not [p for p in result["problems"] if "attention heads" not in p], result["problems"]
+        if refused:
+            assert "Use one of 1, 2, 4, 8." in heads[0]
