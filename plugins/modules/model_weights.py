@@ -245,6 +245,11 @@ SOURCE_SIZES = {"hf": "hub tree listing", "http": "mirror manifest (" + mw.MIRRO
 JSON_FORMAT = {"indent": 1, "newline": False}
 
 
+def _fail(module, msg, **result):
+    """fail_json with the credentials of any URL in the message masked (a mirror URL may carry them)."""
+    module.fail_json(msg=urls.mask_userinfo(msg), **result)
+
+
 def _location(p):
     """Where the weights come from, as shown and recorded: a mirror URL's credentials masked (urls.mask_userinfo)."""
     return urls.mask_userinfo({"hf": p["repo_id"], "local": p["path"], "http": p["url"], "rsync": p["url"]}[p["source"]])
@@ -278,8 +283,8 @@ def _run_child(module, p, argv, request, progress_state=None):
         tail = (err or out)[-3000:].strip()
         if p["token"]:
             tail = tail.replace(p["token"], "********")
-        module.fail_json(msg=urls.mask_userinfo("the %s download failed (exit %d), last output: %s" % (p["source"], rc, tail)),
-                         complete=False, downloaded=True)
+        _fail(module, "the %s download failed (exit %d), last output: %s" % (p["source"], rc, tail),
+              complete=False, downloaded=True)
     events = []
     for line in out.splitlines():
         try:
@@ -312,16 +317,16 @@ def _mirror_sizes(module, p):
             text = open_url(url, timeout=p["timeout"], ca_path=p["ca_bundle"]).read().decode("utf-8")
             return mw.parse_mirror_manifest(text)
         except mw.WeightsError as exc:
-            module.fail_json(msg=urls.mask_userinfo("%s: %s" % (url, exc)))
+            _fail(module, "%s: %s" % (url, exc))
         except Exception as exc:  # pylint: disable=broad-except
-            module.fail_json(msg=urls.mask_userinfo("cannot read the mirror manifest %s: %s" % (url, exc)))
+            _fail(module, "cannot read the mirror manifest %s: %s" % (url, exc))
     rc, out, err = module.run_command(["rsync", "--list-only", "--recursive", p["url"].rstrip("/") + "/"])
     if rc != 0:
-        module.fail_json(msg=urls.mask_userinfo("rsync --list-only %s failed (exit %d): %s" % (p["url"], rc, err.strip())))
+        _fail(module, "rsync --list-only %s failed (exit %d): %s" % (p["url"], rc, err.strip()))
     try:
         return mw.parse_rsync_listing(out)
     except mw.WeightsError as exc:
-        module.fail_json(msg=urls.mask_userinfo("%s: %s" % (p["url"], exc)))
+        _fail(module, "%s: %s" % (p["url"], exc))
 
 
 def _fetch(module, p):

@@ -354,11 +354,6 @@ def ipv4_only(name: str, value: Any, why: str) -> Problems:
     return []
 
 
-def ipv4_host(name: str, value: Any, why: str) -> Problems:
-    """`host`, and no IPv6 literal: for what is reached over IPv4 only (`why` says what)."""
-    return host(name, value) or ipv4_only(name, value, why)
-
-
 def endpoint(name: str, value: Any) -> Problems:
     """HOST:PORT dialled (an IPv6 address in brackets), or empty for none: the host by `host`, the port in 1-65535."""
     if not isinstance(value, str) or value == "":

@@ -25,7 +25,3 @@ def mask_userinfo(text: Any) -> Any:
     if not isinstance(text, str):
         return text
     return _USERINFO.sub(lambda m: "%s%s@" % (m.group(1), MASK), text)
-
-
-def has_userinfo(text: Any) -> bool:
-    return isinstance(text, str) and bool(_USERINFO.search(text))

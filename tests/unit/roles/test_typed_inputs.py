@@ -83,9 +83,7 @@ def test_every_exception_and_every_declaration_names_an_option():
 
 def problems(role, ctx=None, elsewhere=None, **values):
     """The role's input problems (its plan not run), as the role_plan action finds them: its defaults, then `values`."""
-    values = dict(role_inputs(role), **values)
-    if role == "vllm_service":  # its one required option
-        values.setdefault("vllm_service_profile", "kimi_k25")
+    values = dict(role_inputs(role), **values)  # role_inputs names the model, as every deploy does
     return plan_role(role, role_spec(role), values, sorted(values), spec_roles(), ctx or {}, plan=False,
                      elsewhere=elsewhere)["problems"]
 
