@@ -73,7 +73,7 @@ def typed_problems(module: Any, values: Mapping[str, Any], ssh_port: Any,
 
 def other_port_options(role: str, spec: Mapping[str, Any], roles: Sequence[str]) -> Dict[str, List[str]]:
     """{other role: its port options} that `role` does not declare itself: the ports no port of `role` may take (the
-    role_plan action reads their values on the host, or the other roles' defaults)."""
+    role_plan action reads the values the host sets)."""
     found: Dict[str, List[str]] = {}
     for other in roles:
         if other == role:
