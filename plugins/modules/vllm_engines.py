@@ -14,11 +14,11 @@ description:
     role builds; its last step writes the receipt C(<venv>/moeops-receipt.json) (format 1 - name, path, engine,
     package, version, python, lock and inputs hashes, packages, overrides, excludes, built_at, built_by, records).
     A directory without a valid receipt is a failed or interrupted build - incomplete, never an engine to serve.
-  - O(state=info) lists the engines, says which one the unit serves and finds an engine built from given inputs.
-  - O(state=update) stores a record (the engine check's, the canary's, the benchmark's or the switch's) in an
+  - O(step=info) lists the engines, says which one the unit serves and finds an engine built from given inputs.
+  - O(step=update) stores a record (the engine check's, the canary's, the benchmark's or the switch's) in an
     engine's receipt.
-  - O(state=prune) removes old engines and incomplete builds under O(dir), never the serving or a protected one.
-  - O(state=compare) compares a new engine's benchmark record with a baseline engine's, by the regression gate of
+  - O(step=prune) removes old engines and incomplete builds under O(dir), never the serving or a protected one.
+  - O(step=compare) compares a new engine's benchmark record with a baseline engine's, by the regression gate of
     M(moeops.inference.vllm_benchmark); it never fails on a regression (the caller decides).
   - The rules are in C(plugins/module_utils/_engine/receipts.py).
 author:
@@ -28,16 +28,17 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    details: O(state=update) and O(state=prune) say what they would write or remove and change nothing.
+    details: O(step=update) and O(step=prune) say what they would write or remove and change nothing.
   diff_mode:
     support: none
   platform:
     platforms: posix
 options:
-  state:
+  step:
     description:
       - V(info) reads only. V(update) writes one record into O(venv)'s receipt. V(prune) removes directories under
         O(dir). V(compare) reads only.
+      - A step, as in M(moeops.inference.vllm_benchmark), not a state - update and prune are actions.
     type: str
     choices: [info, update, prune, compare]
     default: info
@@ -49,65 +50,65 @@ options:
     description:
       - The venv the vLLM unit runs (from its C(ExecStart)), compared after resolving symlinks. A venv outside O(dir)
         (such as a C(/opt/vllm/venv) from before engines) is listed as serving, outside, without a receipt.
-      - O(state=prune) never removes it.
+      - O(step=prune) never removes it.
     type: path
   inputs_sha256:
     description:
-      - With O(state=info), RV(match) is the newest complete engine under O(dir) whose receipt has this inputs hash
+      - With O(step=info), RV(match) is the newest complete engine under O(dir) whose receipt has this inputs hash
         (the vllm role reuses it instead of resolving again).
     type: str
   venv:
     description:
-      - The engine whose receipt O(state=update) writes, or the new engine O(state=compare) reads.
-      - Required with O(state=update) and O(state=compare).
+      - The engine whose receipt O(step=update) writes, or the new engine O(step=compare) reads.
+      - Required with O(step=update) and O(step=compare).
     type: path
   section:
-    description: The record O(state=update) sets; the receipt's other records are kept.
+    description: The record O(step=update) sets; the receipt's other records are kept.
     type: str
     choices: [engine_check, canary, benchmark, switch]
   record:
     description:
-      - The record O(state=update) stores, with C(at) (the UTC time now) added. A V(benchmark) record must be a
+      - The record O(step=update) stores, with C(at) (the UTC time now) added. A V(benchmark) record must be a
         benchmark record (schema_version 1, scenarios each with name, workload and metrics).
-      - With O(state=update), give O(record) or O(results).
+      - With O(step=update), give O(record) or O(results).
     type: dict
   results:
     description:
-      - With O(state=update) and O(section=benchmark), the registered results of M(moeops.inference.vllm_benchmark)
+      - With O(step=update) and O(section=benchmark), the registered results of M(moeops.inference.vllm_benchmark)
         O(moeops.inference.vllm_benchmark#module:step=run) runs (each with C(scenario) and C(metrics)); the module
         makes them the record. Skipped and failed runs are left out.
     type: list
     elements: dict
   keep:
-    description: With O(state=prune), how many of the newest complete engines to keep (by C(built_at)), besides the
+    description: With O(step=prune), how many of the newest complete engines to keep (by C(built_at)), besides the
       serving one and O(protect).
     type: int
     default: 2
   protect:
-    description: With O(state=prune), paths never removed whatever their age (compared after resolving symlinks).
+    description: With O(step=prune), paths never removed whatever their age (compared after resolving symlinks).
     type: list
     elements: path
     default: []
   baseline:
     description:
-      - With O(state=compare), the old engine. Without one, or when it has no receipt or no benchmark record, the
+      - With O(step=compare), the old engine. Without one, or when it has no receipt or no benchmark record, the
         verdict is V(no_baseline).
     type: path
   warn_regression:
-    description: With O(state=compare), the regression (a fraction) above which a metric warns.
+    description: With O(step=compare), the regression (a fraction) above which a metric warns.
     type: float
     default: 0.10
   fail_regression:
-    description: With O(state=compare), the regression (a fraction) above which a metric fails.
+    description: With O(step=compare), the regression (a fraction) above which a metric fails.
     type: float
     default: 0.25
   gate_metrics:
-    description: With O(state=compare), the metrics compared (the names of M(moeops.inference.vllm_benchmark)'s records).
+    description: With O(step=compare), the metrics compared (the names of M(moeops.inference.vllm_benchmark)'s records).
     type: list
     elements: str
     default: [output_tok_s, ttft_p50_ms, ttft_p99_ms, itl_p50_ms, itl_p99_ms, request_per_s]
 notes:
-  - O(state=prune) removes every incomplete directory under O(dir) that is not protected; do not prune while an
+  - O(step=prune) removes every incomplete directory under O(dir) that is not protected; do not prune while an
     engine is being built there. It deletes an engine's receipt first, so an interrupted removal leaves an
     incomplete directory, never one that looks complete. Symlinks and files in O(dir) are not engines and are left
     alone; nothing outside O(dir) is removed.
@@ -133,7 +134,7 @@ EXAMPLES = r"""
 
 - name: Store the canary's result in the new engine's receipt
   moeops.inference.vllm_engines:
-    state: update
+    step: update
     venv: /opt/vllm/venvs/0.33.0-cpu-9b1c2d3e4f50
     section: canary
     record:
@@ -142,21 +143,21 @@ EXAMPLES = r"""
 
 - name: Store the benchmark runs as the new engine's record
   moeops.inference.vllm_engines:
-    state: update
+    step: update
     venv: /opt/vllm/venvs/0.33.0-cpu-9b1c2d3e4f50
     section: benchmark
     results: "{{ benchmark_runs.results }}"
 
 - name: Compare the new engine with the one serving before
   moeops.inference.vllm_engines:
-    state: compare
+    step: compare
     venv: /opt/vllm/venvs/0.33.0-cpu-9b1c2d3e4f50
     baseline: /opt/vllm/venvs/0.32.0-cpu-3f2a9c0d1e4b
   register: engine_gate
 
 - name: Keep the two newest engines and the serving one
   moeops.inference.vllm_engines:
-    state: prune
+    step: prune
     keep: 2
     serving: /opt/vllm/venvs/0.33.0-cpu-9b1c2d3e4f50
 """
@@ -170,16 +171,16 @@ engines:
       when none was read); a complete one also C(version), C(engine), C(package), C(lock_sha256), C(inputs_sha256),
       C(built_at), C(built_by), C(python), C(records), C(overrides), C(excludes) and C(packages_count); an incomplete
       one C(why).
-  returned: state is info
+  returned: step is info
   type: list
   elements: dict
 serving:
   description: O(serving) with symlinks resolved, null without it.
-  returned: state is info or prune
+  returned: step is info or prune
   type: str
 lines:
   description: One line an engine, for a report.
-  returned: state is info
+  returned: step is info
   type: list
   elements: str
   sample:
@@ -187,50 +188,50 @@ lines:
       canary pass; benchmark latency TTFT p50 41.2 ms, 23.5 tok/s"
 match:
   description: The path of the newest complete engine with O(inputs_sha256), null when none (or no O(inputs_sha256)).
-  returned: state is info
+  returned: step is info
   type: str
 path:
   description: The receipt written (or, in check mode, to be written).
-  returned: state is update
+  returned: step is update
   type: str
 section:
   description: The record set.
-  returned: state is update
+  returned: step is update
   type: str
 record:
   description: The record as stored, with C(at).
-  returned: state is update
+  returned: step is update
   type: dict
 removed:
   description: The directories removed (in check mode, to be removed).
-  returned: state is prune
+  returned: step is prune
   type: list
   elements: str
 kept:
   description: The directories under O(dir) kept.
-  returned: state is prune
+  returned: step is prune
   type: list
   elements: str
 verdict:
   description: The gate's verdict - V(no_baseline), V(pass), V(warn) or V(fail).
-  returned: state is compare
+  returned: step is compare
   type: str
 comparison:
   description: The comparison of M(moeops.inference.vllm_benchmark) - C(verdict), C(rows), C(scenarios).
-  returned: state is compare
+  returned: step is compare
   type: dict
 comparison_lines:
   description: The comparison, one line a compared metric.
-  returned: state is compare
+  returned: step is compare
   type: list
   elements: str
 baseline_name:
   description: The baseline engine's name, null when there was nothing to compare with.
-  returned: state is compare
+  returned: step is compare
   type: str
 baseline_why:
   description: Why there was nothing to compare with, empty when there was.
-  returned: state is compare
+  returned: step is compare
   type: str
 """
 
@@ -342,7 +343,7 @@ def compare(module, p):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            state=dict(type="str", choices=["info", "update", "prune", "compare"], default="info"),
+            step=dict(type="str", choices=["info", "update", "prune", "compare"], default="info"),
             dir=dict(type="path", default=receipts.DEFAULT_DIR),
             serving=dict(type="path"),
             inputs_sha256=dict(type="str"),
@@ -357,15 +358,15 @@ def main():
             fail_regression=dict(type="float", default=bench.DEFAULT_FAIL),
             gate_metrics=dict(type="list", elements="str", default=list(bench.METRIC_KEYS)),
         ),
-        required_if=[("state", "update", ("venv", "section")), ("state", "update", ("record", "results"), True),
-                     ("state", "compare", ("venv",))],
+        required_if=[("step", "update", ("venv", "section")), ("step", "update", ("record", "results"), True),
+                     ("step", "compare", ("venv",))],
         mutually_exclusive=[("record", "results")],
         supports_check_mode=True,
     )
     p = module.params
     if not os.path.isabs(p["dir"]):
         module.fail_json(msg="vllm_engines: dir must be an absolute path, got %s" % p["dir"])
-    {"info": info, "update": update, "prune": prune, "compare": compare}[p["state"]](module, p)
+    {"info": info, "update": update, "prune": prune, "compare": compare}[p["step"]](module, p)
 
 
 if __name__ == "__main__":

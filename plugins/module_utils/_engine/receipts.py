@@ -7,7 +7,7 @@ ones a prune removes, and how a new engine's benchmark compares with the old one
 Each engine is a venv <dir>/<version>-<engine>-<lock hash, 12 hex>, built by the vllm role. Its LAST step writes
 <venv>/moeops-receipt.json (RECEIPT_NAME), so a directory without a valid receipt is a failed or interrupted build
 ("incomplete"), never an engine to serve. The vllm_service role adds records to the receipt's `records` (SECTIONS)
-with the vllm_engines module (state=update), and prunes old engines after a switch (state=prune).
+with the vllm_engines module (step=update), and prunes old engines after a switch (step=prune).
 
 Pure functions over documents and listings; the few that touch files are marked (scan, read_receipt).
 """
@@ -38,6 +38,7 @@ KEYS: Tuple[Tuple[str, type], ...] = (
     ("lock_sha256", str), ("inputs_sha256", str), ("packages", list), ("overrides", list), ("excludes", list),
     ("built_at", str), ("built_by", str), ("records", dict),
 )
+KIND_WORDS = {str: "a non-empty string", list: "an array", dict: "an object"}
 
 
 class ReceiptError(ValueError):
@@ -61,8 +62,7 @@ def receipt_problems(doc: Any, venv: str) -> List[str]:
         if key not in doc:
             problems.append("no %s" % key)
         elif not isinstance(doc[key], kind) or (kind is str and not doc[key]):
-            problems.append("%s is not a%s %s" % (key, "" if kind is str else "n", {str: "non-empty string", list: "array",
-                                                                                   dict: "object"}[kind]))
+            problems.append("%s is not %s" % (key, KIND_WORDS[kind]))
     if problems:
         return problems
     for key in ("lock_sha256", "inputs_sha256"):

@@ -78,7 +78,7 @@ def test_a_relative_dir_is_refused():
 def test_update_writes_the_record_with_its_time_and_keeps_the_rest(venvs):
     paths, _bare = three(venvs)
     before = read(paths[2])
-    got = run({"state": "update", "dir": str(venvs), "venv": paths[2], "section": "canary",
+    got = run({"step": "update", "dir": str(venvs), "venv": paths[2], "section": "canary",
                "record": {"status": "pass", "answer": "4"}})
     after = read(paths[2])
     assert got["changed"] is True and got["path"] == receipts.receipt_path(paths[2])
@@ -94,7 +94,7 @@ def test_update_in_check_mode_writes_nothing(venvs):
     paths, _bare = three(venvs)
     with open(receipts.receipt_path(paths[0])) as f:
         before = f.read()
-    got = run({"state": "update", "venv": paths[0], "section": "switch", "record": {"to": paths[0]},
+    got = run({"step": "update", "venv": paths[0], "section": "switch", "record": {"to": paths[0]},
                "_ansible_check_mode": True})
     assert got["changed"] is True
     with open(receipts.receipt_path(paths[0])) as f:
@@ -103,22 +103,22 @@ def test_update_in_check_mode_writes_nothing(venvs):
 
 def test_update_refuses_an_engine_without_a_receipt_and_a_bad_benchmark_record(venvs):
     paths, bare = three(venvs)
-    got = run({"state": "update", "venv": bare, "section": "canary", "record": {"status": "pass"}}, FailJson)
+    got = run({"step": "update", "venv": bare, "section": "canary", "record": {"status": "pass"}}, FailJson)
     assert got["msg"] == ("vllm_engines: %s is not a complete engine: no moeops-receipt.json (a build that failed or "
                           "was interrupted)" % bare)
-    got = run({"state": "update", "venv": paths[0], "section": "benchmark", "record": {"verdict": "pass"}}, FailJson)
+    got = run({"step": "update", "venv": paths[0], "section": "benchmark", "record": {"verdict": "pass"}}, FailJson)
     assert "not a benchmark record" in got["msg"]
-    got = run({"state": "update", "venv": paths[0], "section": "records", "record": {}}, FailJson)
+    got = run({"step": "update", "venv": paths[0], "section": "records", "record": {}}, FailJson)
     assert "section" in got["msg"]
 
 
 def test_update_makes_a_benchmark_record_of_run_results(venvs, real_record):
     paths, _bare = three(venvs)
-    got = run({"state": "update", "venv": paths[2], "section": "benchmark", "results": run_results(real_record)})
+    got = run({"step": "update", "venv": paths[2], "section": "benchmark", "results": run_results(real_record)})
     stored = read(paths[2])["records"]["benchmark"]
     assert stored == got["record"] and receipts.benchmark_problems(stored) == []
     assert [s["metrics"] for s in stored["scenarios"]] == [s["metrics"] for s in real_record["scenarios"]]
-    got = run({"state": "update", "venv": paths[2], "section": "canary", "results": run_results(real_record)}, FailJson)
+    got = run({"step": "update", "venv": paths[2], "section": "canary", "results": run_results(real_record)}, FailJson)
     assert got["msg"] == "vllm_engines: results are for section=benchmark; give record for canary"
 
 
@@ -128,21 +128,21 @@ def test_prune_removes_old_and_incomplete_ones_but_not_the_serving_one(venvs, tm
     paths, bare = three(venvs)
     outside = install(tmp_path, name="keepme")
     os.symlink(outside, str(venvs / "link-outside"))
-    got = run({"state": "prune", "dir": str(venvs), "keep": 1, "serving": paths[0]})
+    got = run({"step": "prune", "dir": str(venvs), "keep": 1, "serving": paths[0]})
     assert got["changed"] is True and sorted(got["removed"]) == sorted([paths[1], bare])
     assert sorted(got["kept"]) == sorted([paths[2], paths[0]])
     assert sorted(os.listdir(str(venvs))) == sorted([os.path.basename(paths[2]), os.path.basename(paths[0]), "link-outside"])
     assert os.path.isfile(os.path.join(outside, "bin", "python"))
-    again = run({"state": "prune", "dir": str(venvs), "keep": 1, "serving": paths[0]})
+    again = run({"step": "prune", "dir": str(venvs), "keep": 1, "serving": paths[0]})
     assert again["changed"] is False and again["removed"] == []
 
 
 def test_prune_in_check_mode_removes_nothing_and_protect_keeps_a_path(venvs):
     paths, bare = three(venvs)
-    got = run({"state": "prune", "dir": str(venvs), "protect": [bare], "_ansible_check_mode": True})
+    got = run({"step": "prune", "dir": str(venvs), "protect": [bare], "_ansible_check_mode": True})
     assert got["changed"] is True and got["removed"] == [paths[0]]
     assert all(os.path.isdir(p) for p in paths + [bare])
-    assert run({"state": "prune", "dir": str(venvs), "keep": 0}, FailJson)["msg"] == (
+    assert run({"step": "prune", "dir": str(venvs), "keep": 0}, FailJson)["msg"] == (
         "vllm_engines: keep must be a whole number of at least 1, got 0")
 
 
@@ -150,31 +150,31 @@ def test_prune_in_check_mode_removes_nothing_and_protect_keeps_a_path(venvs):
 
 def with_benchmark(venvs, version, built_at, results):
     path = install(venvs, receipt(venvs, version, built_at=built_at, lock=version))
-    run({"state": "update", "venv": path, "section": "benchmark", "results": results})
+    run({"step": "update", "venv": path, "section": "benchmark", "results": results})
     return path
 
 
 def test_compare_says_fail_for_a_new_engine_1_5_times_slower_without_failing(venvs, real_record):
     old = with_benchmark(venvs, "0.32.0", "2026-11-15T00:00:00Z", run_results(real_record))
     new = with_benchmark(venvs, "0.33.0", "2026-12-05T00:00:00Z", run_results(real_record, 1.5))
-    got = run({"state": "compare", "venv": new, "baseline": old})
+    got = run({"step": "compare", "venv": new, "baseline": old})
     assert got["verdict"] == "fail" and got["baseline_name"] == os.path.basename(old) and got["baseline_why"] == ""
     assert any("FAIL" in line for line in got["comparison_lines"])
-    assert run({"state": "compare", "venv": old, "baseline": old})["verdict"] == "pass"
+    assert run({"step": "compare", "venv": old, "baseline": old})["verdict"] == "pass"
 
 
 def test_compare_without_a_usable_baseline_and_with_unreadable_input(venvs, tmp_path, real_record):
     new = with_benchmark(venvs, "0.33.0", "2026-12-05T00:00:00Z", run_results(real_record))
     legacy = install(tmp_path, name="venv")
-    got = run({"state": "compare", "venv": new, "baseline": legacy})
+    got = run({"step": "compare", "venv": new, "baseline": legacy})
     assert got["verdict"] == "no_baseline" and got["baseline_name"] is None
     assert got["baseline_why"] == "%s has no receipt (a venv from before engines)" % legacy
     unbenched = install(venvs, receipt(venvs, "0.31.0", lock="0.31.0"))
-    got = run({"state": "compare", "venv": new, "baseline": unbenched})
+    got = run({"step": "compare", "venv": new, "baseline": unbenched})
     assert got["verdict"] == "no_baseline" and got["baseline_why"] == "%s has no benchmark record" % os.path.basename(unbenched)
-    assert run({"state": "compare", "venv": unbenched, "baseline": new}, FailJson)["msg"] == (
+    assert run({"step": "compare", "venv": unbenched, "baseline": new}, FailJson)["msg"] == (
         "vllm_engines: %s has no benchmark record" % unbenched)
     with open(receipts.receipt_path(legacy), "w") as f:
         f.write("{")
     assert "baseline %s is not a complete engine" % legacy in run(
-        {"state": "compare", "venv": new, "baseline": legacy}, FailJson)["msg"]
+        {"step": "compare", "venv": new, "baseline": legacy}, FailJson)["msg"]
