@@ -13,6 +13,7 @@ import re
 from typing import Any, Dict, List, Mapping, Tuple
 
 from ansible_collections.moeops.inference.plugins.module_utils._common import inputs
+from ansible_collections.moeops.inference.plugins.module_utils._engine import receipts
 
 
 KNOWN_OTHER = ()
@@ -135,10 +136,8 @@ def flashinfer_plan(v: Mapping[str, Any]) -> Dict[str, Any]:
 # disk (ionice is util-linux's, part of every Debian).
 LOW_PRIORITY = ["nice", "-n", "19", "ionice", "-c", "3"]
 # Each venv's own files: the lock it was built from, and its receipt (written last, so a venv without one is a build
-# that did not finish; the vllm_engines module reads and extends it).
+# that did not finish; its format and rules: _engine/receipts.py, which the vllm_engines module reads and extends).
 LOCK_FILE = "moeops-lock.txt"
-RECEIPT_FILE = "moeops-receipt.json"
-RECEIPT_FORMAT = 1
 
 
 def engine_inputs(v: Mapping[str, Any]) -> Dict[str, Any]:
@@ -186,7 +185,7 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
     tls = {"SSL_CERT_FILE": v["vllm_ca_bundle"], "PIP_CERT": v["vllm_ca_bundle"]} if v["vllm_ca_bundle"] else {}
     uv_env = dict({"UV_PYTHON_DOWNLOADS": "never", "UV_CACHE_DIR": v["vllm_uv_cache_dir"]}, **tls)
     flashinfer = flashinfer_plan(v)
-    receipt = {"format": RECEIPT_FORMAT, "engine": v["vllm_engine"], "package": engine["package"], "version": version,
+    receipt = {"format": receipts.FORMAT, "engine": v["vllm_engine"], "package": engine["package"], "version": version,
                "python": v["vllm_python"], "inputs_sha256": digest, "requirements": inputs["requirements"],
                "index_url": inputs["index_url"],
                "overrides": [{"requirement": r, "reason": why} for r, why in overrides.get(version) or []],
@@ -197,7 +196,7 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
                      "apt": ["python3-venv"] + list(engine.get("apt") or []), "flashinfer": flashinfer,
                      "engines_dir": v["vllm_engines_dir"], "name_prefix": "%s-%s-" % (version, v["vllm_engine"]),
                      "inputs_sha256": digest, "lock_stdin": "\n".join(inputs["requirements"]) + "\n",
-                     "lock_argv": lock_argv, "lock_file": LOCK_FILE, "receipt_file": RECEIPT_FILE,
+                     "lock_argv": lock_argv, "lock_file": LOCK_FILE, "receipt_file": receipts.RECEIPT_NAME,
                      "receipt": receipt, "low_priority": LOW_PRIORITY,
                      "venv_argv": [uv, "venv", "--python", v["vllm_python"]],
                      "sync_argv": LOW_PRIORITY + [uv, "pip", "sync", "--python"] + ["{venv}/bin/python", "{venv}/" + LOCK_FILE]
