@@ -83,6 +83,9 @@ class ActionModule(ActionBase):
                                       unknown_names=self._templar.template(task_vars.get("moeops_unknown_names")))
         # A refusal carries the message and the problems, not the plan (action_result says why).
         result.update(role_plan.action_result(planned, values, args["fail_on_problems"]))
+        # What a record written from this plan names as its maker (an engine's receipt, a benchmark's fingerprint).
+        if not result.get("failed"):
+            result["collection_version"] = specs.collection_version()
         # A no_log option's value is never returned (the plan and the values may hold it): masked in the result.
         for name, opt in spec.items():
             if isinstance(opt, dict) and opt.get("no_log") and isinstance(values.get(name), str) and values[name]:

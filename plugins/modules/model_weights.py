@@ -68,7 +68,7 @@ options:
   python:
     description: Interpreter with huggingface_hub for O(source=hf), and the one running the HTTP download.
     type: path
-    default: /opt/vllm/venv/bin/python
+    default: /opt/vllm/engine/bin/python
   path:
     description: The model directory for O(source=local).
     type: path
@@ -360,7 +360,7 @@ def main():
             token=dict(type="str", no_log=True),
             endpoint=dict(type="str"),
             hf_home=dict(type="path", default="/var/cache/vllm/huggingface"),
-            python=dict(type="path", default="/opt/vllm/venv/bin/python"),
+            python=dict(type="path", default="/opt/vllm/engine/bin/python"),
             path=dict(type="path"),
             url=dict(type="str"),
             dest=dict(type="path"),

@@ -49,7 +49,7 @@ options:
   python:
     description: Absolute path of the Python that has PyTorch, normally the vLLM venv's.
     type: path
-    default: /opt/vllm/venv/bin/python
+    default: /opt/vllm/engine/bin/python
   gpu_facts:
     description: The C(nvidia_gpu) facts from M(moeops.inference.gpu_facts), for the fingerprint, the policy and the safe protocols.
     type: dict
@@ -345,7 +345,7 @@ def launch(module, python, script, spec):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            python=dict(type="path", default="/opt/vllm/venv/bin/python"),
+            python=dict(type="path", default="/opt/vllm/engine/bin/python"),
             gpu_facts=dict(type="dict", required=True),
             hidden_size=dict(type="int", required=True),
             dtype_bytes=dict(type="int", default=2),

@@ -37,7 +37,7 @@ options:
   python:
     description: Absolute path of the Python whose PyTorch the service runs (the vLLM venv's).
     type: path
-    default: /opt/vllm/venv/bin/python
+    default: /opt/vllm/engine/bin/python
   gpu_facts:
     description: The C(nvidia_gpu) facts from M(moeops.inference.gpu_facts).
     type: dict
@@ -142,7 +142,7 @@ def probe_nccl_version(module, python):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            python=dict(type="path", default="/opt/vllm/venv/bin/python"),
+            python=dict(type="path", default="/opt/vllm/engine/bin/python"),
             gpu_facts=dict(type="dict", required=True),
             world_size=dict(type="int"),
             nccl_version=dict(type="str"),

@@ -37,7 +37,7 @@ options:
   python:
     description: Absolute path of the Python whose PyTorch and NCCL the service runs (the vLLM venv's).
     type: path
-    default: /opt/vllm/venv/bin/python
+    default: /opt/vllm/engine/bin/python
   gpu_facts:
     description: The C(nvidia_gpu) facts from M(moeops.inference.gpu_facts); their C(host) section gives the likely cause.
     type: dict
@@ -149,7 +149,7 @@ def run_step(module, argv, spec):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            python=dict(type="path", default="/opt/vllm/venv/bin/python"),
+            python=dict(type="path", default="/opt/vllm/engine/bin/python"),
             gpu_facts=dict(type="dict", required=True),
             world_size=dict(type="int"),
             hidden_size=dict(type="int", required=True),

@@ -393,7 +393,7 @@ def run_step(module, p):
     if not url or not model:
         module.fail_json(msg="vllm_benchmark: give service (a vllm_service_info result) or url and model")
     tokenizer = p["tokenizer"] or target.get("tokenizer") or model
-    venv = p["venv"] or target.get("venv") or "/opt/vllm/venv"
+    venv = p["venv"] or target.get("venv") or "/opt/vllm/engine"
     user = p["user"] if p["user"] is not None else target.get("user", "")
     key_file = p["api_key_file"] or target.get("api_key_file") or ""
     salt = p["cache_salt"] if p["cache_salt"] is not None else "moeops-bench-%d-%s" % (time.time_ns(), plan["name"])
@@ -525,7 +525,7 @@ def record_step(module, p):
         target = bench.target(service)
     except bench.BenchmarkError as exc:
         module.fail_json(msg="vllm_benchmark: %s" % exc)
-    venv = p["venv"] or target["venv"] or "/opt/vllm/venv"
+    venv = p["venv"] or target["venv"] or "/opt/vllm/engine"
     user = p["user"] if p["user"] is not None else target.get("user", "")
     engine = (service.get("vllm") or {}).get("engine")
     if module.check_mode:

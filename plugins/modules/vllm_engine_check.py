@@ -60,7 +60,7 @@ options:
   python:
     description: Absolute path of the vLLM venv's Python (C(<vllm_venv>/bin/python)).
     type: path
-    default: /opt/vllm/venv/bin/python
+    default: /opt/vllm/engine/bin/python
   profiles:
     description: The model profiles to check.
     type: list
@@ -129,7 +129,7 @@ seealso:
 EXAMPLES = r"""
 - name: Ask the installed vLLM about GLM-5 on RTX PRO 6000 (compute capability 12.0) at tensor parallel 8
   moeops.inference.vllm_engine_check:
-    python: /opt/vllm/venv/bin/python
+    python: /opt/vllm/engine/bin/python
     profiles:
       - name: glm5
         profile: "{{ lookup('moeops.inference.model_profile', 'glm5') }}"
@@ -220,7 +220,7 @@ from ansible_collections.moeops.inference.plugins.module_utils._engine import no
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            python=dict(type="path", default="/opt/vllm/venv/bin/python"),
+            python=dict(type="path", default="/opt/vllm/engine/bin/python"),
             profiles=dict(type="list", elements="dict", required=True, options=dict(
                 name=dict(type="str", required=True),
                 profile=dict(type="dict", required=True),

@@ -42,7 +42,7 @@ options:
     description:
       - The vLLM venv to read the version from when the unit does not name one (no unit, or C(ExecStart) not C(<venv>/bin/vllm)).
     type: path
-    default: /opt/vllm/venv
+    default: /opt/vllm/engine
   http:
     description: Query C(/health) and C(/v1/models) while the service runs.
     type: bool
@@ -159,7 +159,7 @@ vllm:
       C(package_version) (the distribution the engine was installed as), and C(line), the engine in words.
   returned: always
   type: dict
-  sample: {venv: /opt/vllm/venv, version: 0.33.0, engine: cuda, package: vllm, package_version: 0.33.0,
+  sample: {venv: /opt/vllm/engine, version: 0.33.0, engine: cuda, package: vllm, package_version: 0.33.0,
            line: vLLM 0.33.0}
 http:
   description:
@@ -287,7 +287,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             name=dict(type="str", default="vllm"),
-            venv=dict(type="path", default="/opt/vllm/venv"),
+            venv=dict(type="path", default="/opt/vllm/engine"),
             http=dict(type="bool", default=True),
             timeout=dict(type="int", default=5),
             p2p_gate_record=dict(type="path", default="/var/lib/moeops/p2p-gate.json"),

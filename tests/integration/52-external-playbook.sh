@@ -86,10 +86,13 @@ unit_sum() { podman exec "$node" sha256sum /etc/systemd/system/vllm.service | cu
 
 run converge playbook.yml
 [ "$(changed "$work/converge.log")" -gt 0 ] || { echo "the first run changed nothing on a fresh node"; exit 1; }
-grep -q "ExecStart=/opt/vllm/venv/bin/vllm serve nvidia/GLM-5-NVFP4" <(podman exec "$node" cat /etc/systemd/system/vllm.service) \
-  || { echo "the unit does not serve the glm5 profile's model"; exit 1; }
+# The unit runs the engine's own venv (the one /opt/vllm/engine links to), never the link.
+engine=$(podman exec "$node" readlink -f /opt/vllm/engine)
+[[ $engine =~ ^/opt/vllm/venvs/$vllm_version-cuda-[0-9a-f]{12}$ ]] || { echo "/opt/vllm/engine links to '$engine'"; exit 1; }
+grep -q "ExecStart=$engine/bin/vllm serve nvidia/GLM-5-NVFP4" <(podman exec "$node" cat /etc/systemd/system/vllm.service) \
+  || { echo "the unit does not serve the glm5 profile's model from $engine"; exit 1; }
 external=$(unit_sum)
-cubin=$(podman exec "$node" /opt/vllm/venv/bin/python -c 'import importlib.metadata as m; print(m.version("flashinfer-cubin"))')
+cubin=$(podman exec "$node" /opt/vllm/engine/bin/python -c 'import importlib.metadata as m; print(m.version("flashinfer-cubin"))')
 [ "$cubin" = "$fi_version" ] || { echo "flashinfer-cubin in the venv: '$cubin', not $fi_version"; exit 1; }
 echo "converge installed flashinfer-cubin $cubin (the TEST DOUBLE) beside vLLM $vllm_version"
 

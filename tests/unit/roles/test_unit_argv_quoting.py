@@ -63,7 +63,7 @@ def test_every_word_of_rays_argv_is_one_word_whatever_it_holds(head):
     _result, text = ray_unit(head, raw=dict(ray_cluster_node_address=HOSTILE, ray_cluster_dashboard_host=HOSTILE,
                                             ray_cluster_temp_dir="/var/lib/vllm/ray tmp"))
     argv = exec_words(text, "ExecStart")
-    assert argv[:2] == ["/opt/vllm/venv/bin/ray", "start"]
+    assert argv[:2] == ["/opt/vllm/engine/bin/ray", "start"]
     assert argv[argv.index("--node-ip-address") + 1] == HOSTILE
     assert argv[argv.index("--temp-dir") + 1] == "/var/lib/vllm/ray tmp"
     assert argv.count("--dashboard-host") == (1 if head else 0)
@@ -71,7 +71,7 @@ def test_every_word_of_rays_argv_is_one_word_whatever_it_holds(head):
         assert argv[argv.index("--dashboard-host") + 1] == HOSTILE
     else:
         pre = exec_words(text, "ExecStartPre")
-        assert pre[0] == "/opt/vllm/venv/bin/python" and pre[1] == "-c" and pre[3:] == ["node-a", "6379"]
+        assert pre[0] == "/opt/vllm/engine/bin/python" and pre[1] == "-c" and pre[3:] == ["node-a", "6379"]
 
 
 @pytest.mark.parametrize("word", ["false", "no", "0", "off"])
@@ -120,7 +120,9 @@ def vllm_unit(profile_name="tiny", venv="/opt/vllm venv"):
                "hidden_size": 1024, "num_attention_heads": 16}
     result = role_result("vllm_service", {"gpus": gpus(), "profile": profile})
     assert not result["problems"], result["problems"]
-    result["plan"]["profile"] = dict(profile, name=profile_name)  # past the loader, to prove the template's own guard
+    result["plan"]["profile"] = dict(profile, name=profile_name)
+    # Past the plan (which refuses whitespace in vllm_venv), to prove the template quotes the executable itself.
+    result["plan"]["executable"] = venv + "/bin/vllm"  # past the loader, to prove the template's own guard
     variables = role_templating.role_vars("vllm_service")
     variables.update(ansible_managed="Ansible managed", _vllm_service=result, vllm_venv=venv,
                      ansible_facts={"nvidia_gpu": gpus()})
@@ -129,6 +131,22 @@ def vllm_unit(profile_name="tiny", venv="/opt/vllm venv"):
 
 def test_vllms_executable_is_one_word():
     assert exec_words(vllm_unit(venv="/opt/vllm venv"), "ExecStart")[:2] == ["/opt/vllm venv/bin/vllm", "serve"]
+
+
+def test_the_unit_runs_the_venv_the_link_points_at_never_the_link():
+    """vllm_venv is the vllm role's link to the engine of the pins; the unit runs the venv the check read behind it,
+    so that moving the link (a new engine built beside the serving one) changes nothing that runs."""
+    profile = {"name": "tiny", "source": "example-org/tiny", "served_name": "tiny", "max_model_len": 4096,
+               "gpu_memory_utilization": 0.9, "weights_size_gb": 1, "quantization": "bf16", "min_gpu_memory_gb": 1,
+               "hidden_size": 1024, "num_attention_heads": 16}
+    engine = "/opt/vllm/venvs/0.33.0-cuda-0123456789ab"
+    result = role_result("vllm_service", {"gpus": gpus(), "profile": profile, "engine_venv": engine})
+    assert (result["plan"]["executable"], result["plan"]["engine_venv"]) == (engine + "/bin/vllm", engine)
+    variables = role_templating.role_vars("vllm_service")
+    variables.update(ansible_managed="Ansible managed", _vllm_service=result, ansible_facts={"nvidia_gpu": gpus()})
+    assert exec_words(render("vllm_service", "vllm.service.j2", variables), "ExecStart")[:2] == [engine + "/bin/vllm", "serve"]
+    # No link (a venv given as a directory, or a fresh node in check mode): the path as given.
+    assert role_result("vllm_service", {"gpus": gpus(), "profile": profile})["plan"]["executable"] == "/opt/vllm/engine/bin/vllm"
 
 
 @pytest.mark.parametrize("breaker", ["\n", "\r", "\0"])

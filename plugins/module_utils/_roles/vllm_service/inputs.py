@@ -170,6 +170,9 @@ def input_problems(v: Mapping[str, Any]) -> List[str]:
                                what="a positive number of seconds (0 fails every canary, which rolls back a good deploy)")
             + inputs.number_in("vllm_service_restart_sec", v.get("vllm_service_restart_sec"), 0, inputs.SYSTEMD_MAX_SECONDS,
                                low_open=False, what="0 or more seconds, below %d" % inputs.SYSTEMD_MAX_SECONDS)
+            # 0 would remove the engine a rollback goes back to, and the serving one is never removed anyway.
+            + inputs.number_in("vllm_service_keep_engines", v.get("vllm_service_keep_engines"), 0, 1000,
+                               what="1 or more (the serving engine is always kept)")
             # Also without a Ray address: 0 would reach the unit as --pipeline-parallel-size 0 once one is set.
             + inputs.number_in("vllm_service_pipeline_parallel_size", v.get("vllm_service_pipeline_parallel_size"), 0,
                                1024, what="a positive number of pipeline stages (the Ray nodes)")

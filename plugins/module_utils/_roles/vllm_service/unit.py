@@ -148,7 +148,7 @@ def arg_sources(profile: Mapping[str, Any], ccs: Sequence[str], argv: Sequence[s
         return _src("profile", "%s.%s" % (name, key), reason)
 
     candidates: Dict[str, Dict[str, str]] = {
-        "executable": _src("variable", "vllm_venv"),
+        "executable": _src("variable", "vllm_venv", "the venv it links to, where it is a link (the vllm role's engine)"),
         "subcommand": dict(ROLE_SOURCE),
         "model": (_src("variable", "vllm_service_model_path", "the staged weights") if model_path else of("source")),
         "--revision": of("revision"),
@@ -334,7 +334,8 @@ def unit_plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
     args += served["args"]
     # In-flight requests finish on SIGTERM (vLLM's default 0 aborts them); TimeoutStopSec is derived above it.
     args += ["--shutdown-timeout", str(v["vllm_service_shutdown_timeout"])]
-    executable = v["vllm_venv"] + "/bin/vllm"  # as the unit's ExecStart= writes it
+    # As the unit's ExecStart= writes it: the venv a link vllm_venv points at (read on the node), not the link.
+    executable = (ctx.get("engine_venv") or v["vllm_venv"]) + "/bin/vllm"
     sources = arg_sources(profile, ccs, [executable] + args, dict(layout, weights=weights), given_tp is not None,
                           max_model_len is not None, gmu is not None, model_path, v["vllm_service_extra_args"],
                           ray_address, front)
@@ -359,6 +360,9 @@ def unit_plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
         "nccl": nccl,
         "workload": served,
         "executable": executable,
+        "engine_venv": executable[:-len("/bin/vllm")],
+        "engines_dir": v["vllm_engines_dir"],
+        "keep_engines": v["vllm_service_keep_engines"],
         "args": args,
         "arg_sources": sources,
         "environment": env,

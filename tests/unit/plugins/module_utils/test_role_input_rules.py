@@ -450,7 +450,7 @@ def _stat_loops():
     for path in (("vllm_service", "tasks", "check.yml"), ("preflight", "tasks", "plan.yml")):
         with open(os.path.join(specs.ROLES_DIR, *path)) as f:
             loops += [t["loop"] for t in yaml.safe_load(f) if "ansible.builtin.stat" in t
-                      and "vllm_service_front_tls_cert" in t["loop"]]
+                      and "vllm_service_front_tls_cert" in t.get("loop", "")]
     assert len(loops) == 2, loops
     return loops
 

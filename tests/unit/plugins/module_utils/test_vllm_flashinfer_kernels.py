@@ -10,7 +10,8 @@ import yaml
 
 from conftest import REPO, role_result
 
-UV_PIP = ["/opt/vllm/uv/bin/uv", "pip", "install", "--python", "/opt/vllm/venv/bin/python", "--no-deps"]
+# {venv}: the engine's venv, known once its lock is resolved (tasks/install.yml replaces it).
+UV_PIP = ["/opt/vllm/uv/bin/uv", "pip", "install", "--python", "{venv}/bin/python", "--no-deps"]
 
 
 def test_the_cuda_build_gets_flashinfers_kernels_from_flashinfers_index():
@@ -48,12 +49,26 @@ def test_an_empty_index_is_refused_only_where_it_would_be_used():
     assert role_result("vllm", {}, vllm_flashinfer_index_url="", vllm_flashinfer_kernels=False)["problems"] == []
 
 
+def _tasks(*names):
+    with open(os.path.join(REPO, "roles", "vllm", "tasks", *names)) as f:
+        return yaml.safe_load(f)
+
+
+def _walk(tasks):
+    for task in tasks:
+        yield task
+        yield from _walk(task.get("block") or [])
+
+
 def test_the_install_task_pins_the_public_version_and_changes_only_when_it_differs():
-    with open(os.path.join(REPO, "roles", "vllm", "tasks", "install.yml")) as f:
-        tasks = yaml.safe_load(f)
-    block = next(t for t in tasks if t.get("name") == "Install FlashInfer's kernels for the CUDA build")
-    assert block["when"][0] == "_vllm.plan.flashinfer.install"
-    install = next(t for t in block["block"] if t["name"] == "Install FlashInfer's kernels at that version")
-    assert install["changed_when"] is True
-    assert install["when"] == "(_vllm_flashinfer_cubin.stdout | default('')) | trim != _vllm_flashinfer_version"
-    assert "split('+')[0]" in block["vars"]["_vllm_flashinfer_version"]
+    """The kernels are part of an engine's build (a new venv): pinned to the public version of the flashinfer-python
+    in the venv (vLLM's pin, or the role's declared override), verified, and listed in the receipt."""
+    include = next(t for t in _walk(_tasks("install.yml")) if t.get("name") == "Install FlashInfer's kernels for the CUDA build")
+    assert include["when"] == "_vllm.plan.flashinfer.install"
+    assert "split('+')[0]" in include["vars"]["_vllm_flashinfer_version"]
+    assert include["vars"]["_vllm_requirement"] == "{{ _vllm.plan.flashinfer.cubin }}=={{ _vllm_flashinfer_version }}"
+    steps = {t["name"]: t for t in _tasks("flashinfer.yml")}
+    install = steps["FlashInfer | Install FlashInfer's kernels at that version"]
+    assert install["changed_when"] is True and "_vllm_requirement" in install["ansible.builtin.command"]["argv"]
+    verify = steps["FlashInfer | Verify the kernels from the venv's package metadata"]
+    assert verify["failed_when"] == "_vllm_flashinfer_verified.stdout | trim != _vllm_flashinfer_version"

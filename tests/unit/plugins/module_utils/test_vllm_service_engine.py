@@ -182,7 +182,7 @@ def test_the_node_check_plan_carries_the_unit_as_deployed():
                      vllm_service_engine_check=True)
     check = result["plan"]["engine_check"]
     assert (check["python"], check["compute_capabilities"], check["tensor_parallel_sizes"]) == (
-        "/opt/vllm/venv/bin/python", ["12.0"], [8])
+        "/opt/vllm/engine/bin/python", ["12.0"], [8])
     assert [(p["name"], p["file"]) for p in check["profiles"]] == [("glm5", "profiles/glm5.yml")]
     assert check["extra_args"] == ["--enable-prefix-caching"]
     assert "asks the installed vLLM first (engine check)" in result["outcome"]

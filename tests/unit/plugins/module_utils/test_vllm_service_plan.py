@@ -378,7 +378,7 @@ NUMA_SOURCE = {"source": "role", "rule": "numa_bind", "reason": vsp.NUMA_BIND_RE
 def test_glm5_on_compute_capability_12_every_argument_and_its_source():
     result = plan(profile=shipped_profile("glm5"), facts=rtxpro_x8(), host="0.0.0.0",
                   extra_args=["--enable-expert-parallel", "--max-num-seqs=64"])
-    assert result["executable"] == "/opt/vllm/venv/bin/vllm"
+    assert result["executable"] == "/opt/vllm/engine/bin/vllm"
     assert result["args"] == [
         "serve", "nvidia/GLM-5-NVFP4", "--served-model-name", "glm-5", "--tensor-parallel-size", "8", "--no-numa-bind",
         "--max-model-len", "131072", "--gpu-memory-utilization", "0.9",
@@ -393,7 +393,7 @@ def test_glm5_on_compute_capability_12_every_argument_and_its_source():
 
     inventory = {"source": "inventory", "rule": "vllm_service_extra_args", "reason": ""}
     assert sources_for(result) == {
-        "executable": {"source": "variable", "rule": "vllm_venv", "reason": ""},
+        "executable": {"source": "variable", "rule": "vllm_venv", "reason": "the venv it links to, where it is a link (the vllm role's engine)"},
         "subcommand": {"source": "role", "rule": "vllm.service.j2", "reason": ""},
         "model": prof("source"),
         "--served-model-name": prof("served_name"),
@@ -461,7 +461,7 @@ def test_kimi_on_the_real_h200_every_argument_and_its_source():
         return {"source": "profile", "rule": "kimi-k2.5-int4." + key, "reason": ""}
 
     assert sources_for(result) == {
-        "executable": {"source": "variable", "rule": "vllm_venv", "reason": ""},
+        "executable": {"source": "variable", "rule": "vllm_venv", "reason": "the venv it links to, where it is a link (the vllm role's engine)"},
         "subcommand": {"source": "role", "rule": "vllm.service.j2", "reason": ""},
         "model": prof("source"),
         "--served-model-name": prof("served_name"),
