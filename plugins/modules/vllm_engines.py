@@ -89,6 +89,12 @@ options:
     type: list
     elements: path
     default: []
+  caches:
+    description:
+      - With O(step=prune), the directory of the engines' compile and JIT caches (one subdirectory named as each
+        engine, the C(vllm_service) role's C(<vllm_home>/engine-caches)). The caches of each removed engine go with it.
+    type: path
+    version_added: 0.9.0
   baseline:
     description:
       - With O(step=compare), the old engine. Without one, or when it has no receipt or no benchmark record, the
@@ -207,6 +213,11 @@ removed:
   returned: step is prune
   type: list
   elements: str
+removed_caches:
+  description: The cache directories removed with their engines (in check mode, to be removed).
+  returned: step is prune
+  type: list
+  elements: str
 kept:
   description: The directories under O(dir) kept.
   returned: step is prune
@@ -305,12 +316,20 @@ def prune(module, p):
         remove, kept = receipts.prune_plan(listed, real, p["keep"], protect)
     except receipts.ReceiptError as exc:
         module.fail_json(msg="vllm_engines: %s" % exc)
-    removed = []
+    removed, caches = [], []
     for path in remove:
         if not module.check_mode:
             _remove(module, path, real_dir, removed)
         removed.append(path)
-    module.exit_json(changed=bool(removed), removed=removed, kept=kept, serving=serving)
+        cache = receipts.cache_of(p["caches"], path)
+        if cache and os.path.isdir(cache) and not os.path.islink(cache):
+            if not module.check_mode:
+                try:
+                    shutil.rmtree(cache)
+                except OSError as exc:
+                    module.fail_json(msg="vllm_engines: cannot remove %s: %s" % (cache, exc), removed=removed)
+            caches.append(cache)
+    module.exit_json(changed=bool(removed or caches), removed=removed, removed_caches=caches, kept=kept, serving=serving)
 
 
 def compare(module, p):
@@ -353,6 +372,7 @@ def main():
             results=dict(type="list", elements="dict"),
             keep=dict(type="int", default=receipts.DEFAULT_KEEP),
             protect=dict(type="list", elements="path", default=[]),
+            caches=dict(type="path"),
             baseline=dict(type="path"),
             warn_regression=dict(type="float", default=bench.DEFAULT_WARN),
             fail_regression=dict(type="float", default=bench.DEFAULT_FAIL),

@@ -74,6 +74,13 @@ options:
     type: path
     default: /var/lib/moeops/benchmarks
     version_added: 0.7.0
+  engines_dir:
+    description:
+      - The directory of the vLLM engines' venvs (the C(vllm) role's C(vllm_engines_dir)), whose engines and receipts
+        are listed in RV(engines), the unit's own marked as serving.
+    type: path
+    default: /opt/vllm/venvs
+    version_added: 0.9.0
 notes:
   - Run it with C(become) so that root-only C(EnvironmentFile=) files can be read.
   - The deployed side is the unit files as the next start would use them. C(loaded) is what systemd has loaded now;
@@ -197,6 +204,14 @@ benchmark:
   returned: always
   type: dict
   version_added: 0.7.0
+engines:
+  description:
+    - The engines under O(engines_dir) (M(moeops.inference.vllm_engines) O(moeops.inference.vllm_engines#module:step=info))
+      - C(dir), C(engines) (complete ones newest first, each with its receipt's records, then incomplete builds with
+      why; the one the unit runs marked C(serving)), C(lines) (one a engine, for the settings report).
+  returned: always
+  type: dict
+  version_added: 0.9.0
 """
 
 import glob
@@ -208,6 +223,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 from ansible_collections.moeops.inference.plugins.module_utils._policy import api_front
 from ansible_collections.moeops.inference.plugins.module_utils._common import state_files
+from ansible_collections.moeops.inference.plugins.module_utils._engine import receipts
 from ansible_collections.moeops.inference.plugins.module_utils._engine import benchmark as bench
 from ansible_collections.moeops.inference.plugins.module_utils._policy import canary as _canary
 from ansible_collections.moeops.inference.plugins.module_utils._policy import settings as vs
@@ -294,6 +310,7 @@ def main():
             front=dict(type="str"),
             canary_record=dict(type="path"),
             benchmark_store=dict(type="path", default=bench.DEFAULT_STORE),
+            engines_dir=dict(type="path", default=receipts.DEFAULT_DIR),
         ),
         supports_check_mode=True,
     )
@@ -409,6 +426,10 @@ def main():
     canary_path = module.params["canary_record"] or _canary.record_path(module.params["name"])
     canary_record, canary_reason = state_files.read_json_reason(canary_path)
     benchmark, benchmark_reason = _newest_benchmark(module.params["benchmark_store"])
+    engines_dir = module.params["engines_dir"]
+    entries = receipts.scan(engines_dir)
+    listed = receipts.engines(entries, {path: os.path.realpath(path) for path, _doc, _why in entries},
+                              os.path.realpath(venv) if deployed and venv else None, os.path.realpath(engines_dir))
     module.exit_json(
         changed=False,
         unit={
@@ -436,6 +457,7 @@ def main():
         canary_reason=canary_reason,
         benchmark=benchmark,
         benchmark_reason=benchmark_reason,
+        engines={"dir": engines_dir, "engines": listed, "lines": [receipts.line(e) for e in listed]},
     )
 
 

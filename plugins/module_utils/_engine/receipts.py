@@ -224,6 +224,17 @@ def prune_plan(listed: Sequence[Mapping[str, Any]], real: Mapping[str, str], kee
     return remove, kept
 
 
+def cache_of(caches: Optional[str], engine: str) -> Optional[str]:
+    """The cache directory of an engine (<caches>/<engine's directory name>), None without a caches directory. Only a
+    name directly under it: an engine path never leads elsewhere."""
+    if not caches:
+        return None
+    name = os.path.basename(os.path.normpath(engine))
+    if name in ("", ".", ".."):
+        return None
+    return os.path.join(caches, name)
+
+
 # ------------------------------------------------------------------ benchmarks
 
 def benchmark_problems(record: Any) -> List[str]:

@@ -661,6 +661,12 @@ def build_report(host: str, desired: Mapping[str, Any], deployed: Mapping[str, A
             problems.append(benchmark["problem"])
     else:
         last_benchmark = {"status": "not_read", "lines": []}
+    # The engines on the box (one venv each, vllm_service_info read their receipts), the serving one marked.
+    engines = deployed.get("engines") or {}
+    for line in engines.get("lines") or []:
+        status.append("engine   %s" % line)
+    if "engines" in deployed and not engines.get("lines"):
+        status.append("engine   none under %s (a venv from before engines, or nothing installed)" % engines.get("dir"))
     # The PCIe host's P2P readiness (pcie_host's policy over the facts' host section), warnings first in full: one line
     # a kind, naming every place, as preflight says it (eight bridges with ACS on are one warning); report["pcie_host"]
     # keeps every finding.
@@ -734,6 +740,7 @@ def build_report(host: str, desired: Mapping[str, Any], deployed: Mapping[str, A
         if topo else None,
         "canary": last_canary,
         "benchmark": last_benchmark,
+        "engines": engines.get("engines") or [],
         "rows": rows,
         "status_lines": status,
     }

@@ -29,7 +29,7 @@ __all__ = ["ADDRESS_OPTIONS", "KNOWN_OTHER", "PORT_OPTIONS", "input_problems", "
 
 # Variables with the role's prefix that are results, not options.
 KNOWN_OTHER = ("vllm_service_summary", "vllm_service_desired", "vllm_service_canary_result",
-               "vllm_service_p2p_gate_result")
+               "vllm_service_p2p_gate_result", "vllm_service_engine_gate_result")
 
 
 def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
@@ -82,6 +82,7 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
                                               engine_rules.flashinfer_condition(v["vllm_flashinfer_kernels"],
                                                                                 unit["environment"]))
     found["problems"] += recorded["problems"]
+    found["problems"] += unit["engine_gate"]["problems"]
     found["warnings"] += recorded["warnings"]
     if int(facts.get("count") or 0) or tp_given is not None:
         # What vLLM's weight loader refuses (or only the GPU can settle) for the layout the unit runs. These rules need

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, List, Mapping
 
 from ansible_collections.moeops.inference.plugins.module_utils._common import inputs, specs
+from ansible_collections.moeops.inference.plugins.module_utils._engine import benchmark as bench
 from ansible_collections.moeops.inference.plugins.module_utils._policy import api_front, model_profile
 from ansible_collections.moeops.inference.plugins.module_utils._roles.vllm_service import serve_args
 
@@ -185,4 +186,28 @@ def input_problems(v: Mapping[str, Any]) -> List[str]:
             + inputs.env_mapping("vllm_service_ray_environment", v.get("vllm_service_ray_environment"), allow_null=False)
             + extra_args_problems("vllm_service_extra_args", v.get("vllm_service_extra_args"))
             + hardening_override_problems("vllm_service_hardening_overrides", v.get("vllm_service_hardening_overrides"))
-            + backend_port_problems(v))
+            + backend_port_problems(v)
+            + engine_gate_problems(v))
+
+
+def engine_gate_problems(v: Mapping[str, Any]) -> List[str]:
+    """The engine gate's thresholds (fractions, warn below fail), workload (whole numbers that fit the model's length,
+    as vllm_benchmark checks them) and metrics (the benchmark's own names)."""
+    problems = (inputs.number_in("vllm_service_engine_gate_warn", v.get("vllm_service_engine_gate_warn"), 0, 100,
+                                 what="a regression above 0, as a fraction (0.10 is 10%)")
+                + inputs.number_in("vllm_service_engine_gate_fail", v.get("vllm_service_engine_gate_fail"), 0, 100,
+                                   what="a regression above 0, as a fraction (0.25 is 25%)"))
+    warn, fail = v.get("vllm_service_engine_gate_warn"), v.get("vllm_service_engine_gate_fail")
+    if isinstance(warn, float) and isinstance(fail, float) and not problems and warn > fail:
+        problems.append("vllm_service_engine_gate_warn (%s) must not be above vllm_service_engine_gate_fail (%s): a "
+                        "regression would fail before it warns" % (warn, fail))
+    for name in ("vllm_service_engine_gate_prompts", "vllm_service_engine_gate_input_len",
+                 "vllm_service_engine_gate_output_len"):
+        problems += inputs.number_in(name, v.get(name), 0, 10 ** 6, what="a whole number of at least 1")
+    metrics = v.get("vllm_service_engine_gate_metrics")
+    if isinstance(metrics, list):
+        unknown = [m for m in metrics if m not in bench.METRIC_KEYS]
+        if unknown or not metrics:
+            problems.append("vllm_service_engine_gate_metrics must name at least one of %s; got %s"
+                            % (", ".join(bench.METRIC_KEYS), ", ".join(map(str, unknown)) or "none"))
+    return problems

@@ -17,6 +17,7 @@ import math
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ansible_collections.moeops.inference.plugins.module_utils._engine import benchmark as bench
 from ansible_collections.moeops.inference.plugins.module_utils._policy import api_front
 from ansible_collections.moeops.inference.plugins.module_utils._policy import canary as canary_rules
 from ansible_collections.moeops.inference.plugins.module_utils._facts import gpu_topology
@@ -79,6 +80,34 @@ def canary(enabled: bool, started: bool, profile: Mapping[str, Any], front_plan:
         plan.update(url=front_plan["url"], validate_certs=False, via=front_plan["unit"])
     else:
         plan.update(url=health_url(host, port)[:-len("/health")], validate_certs=True, via="vLLM directly")
+    return plan
+
+
+def engine_gate(v: Mapping[str, Any], started: bool, max_model_len: int) -> Dict[str, Any]:
+    """The engine gate (tasks/engine_gate*.yml): when a start switches the unit to another engine (venv), the serving
+    engine is benchmarked just before the drain and the new one after its canary, with vLLM's own client on the same
+    latency workload (module vllm_benchmark), each record kept in its engine's receipt; the new one is compared with
+    the old (module vllm_engines, step compare, benchmark.py's regression rules). A regression above `fail` on any
+    gated metric rolls back like a failed canary; above `warn` it warns. Measured on the same box minutes apart, so
+    the comparison is of the engines, not of two machines or two days."""
+    scenario = bench.scenario_plan("latency", input_len=v["vllm_service_engine_gate_input_len"],
+                                   output_len=v["vllm_service_engine_gate_output_len"],
+                                   num_prompts=v["vllm_service_engine_gate_prompts"])
+    plan = {"enabled": False, "why": "", "scenario": scenario, "warn": v["vllm_service_engine_gate_warn"],
+            "fail": v["vllm_service_engine_gate_fail"], "metrics": list(v["vllm_service_engine_gate_metrics"]),
+            "describe": bench.describe(scenario), "problems": []}
+    need = scenario["input_len"] + scenario["output_len"] + bench.MODEL_LEN_MARGIN
+    if v["vllm_service_engine_gate"] and need > max_model_len:
+        plan["problems"].append(
+            "the engine gate's requests need %d + %d tokens (and %d spare) but the unit serves --max-model-len %d: lower "
+            "vllm_service_engine_gate_input_len or vllm_service_engine_gate_output_len" % (
+                scenario["input_len"], scenario["output_len"], bench.MODEL_LEN_MARGIN, max_model_len))
+    if not v["vllm_service_engine_gate"]:
+        plan["why"] = "vllm_service_engine_gate is false: a slower engine is kept if it answers the canary"
+    elif not started:
+        plan["why"] = "the service does not start in this run"
+    else:
+        plan["enabled"] = True
     return plan
 
 
@@ -206,12 +235,43 @@ def arg_sources(profile: Mapping[str, Any], ccs: Sequence[str], argv: Sequence[s
     return {key: dict(candidates.get(key, ROLE_SOURCE)) for key in serve_settings(list(argv))}
 
 
+# The compile and JIT caches that vLLM and the libraries below it keep in the service's home, each moved into a
+# directory of the engine's own, so that a switch back to an engine finds its caches warm and an engine never reads
+# kernels another build compiled (their formats follow the torch, Triton and FlashInfer versions of each venv).
+ENGINE_CACHES = (
+    ("VLLM_CACHE_ROOT", "vllm", "vLLM's own cache (torch.compile graphs)"),
+    ("TORCHINDUCTOR_CACHE_DIR", "torchinductor", "PyTorch Inductor's compiled kernels"),
+    ("TRITON_CACHE_DIR", "triton", "Triton's compiled kernels"),
+    ("FLASHINFER_WORKSPACE_BASE", "flashinfer", "FlashInfer's JIT workspace (it adds .cache/flashinfer)"),
+    ("TORCH_EXTENSIONS_DIR", "torch_extensions", "PyTorch's JIT-built extensions"),
+    ("CUDA_CACHE_PATH", "cuda", "the CUDA driver's PTX JIT cache"),
+)
+CACHES_SUBDIR = "engine-caches"
+
+
+def engine_caches_dir(home: str) -> str:
+    """Where the engines' caches live: in the service's home, which the unit may write (StateDirectory)."""
+    return "%s/%s" % (home.rstrip("/"), CACHES_SUBDIR)
+
+
+def engine_caches(home: str, engine_venv: str) -> Dict[str, str]:
+    """The cache variables of one engine: <home>/engine-caches/<engine's venv name>/<cache>."""
+    base = "%s/%s" % (engine_caches_dir(home), engine_venv.rstrip("/").rsplit("/", 1)[-1])
+    return {name: "%s/%s" % (base, sub) for name, sub, _what in ENGINE_CACHES}
+
+
 def environment(hf_home: str, inventory: Mapping[str, str], nccl_settings: Mapping[str, Mapping[str, str]],
-                ray_address: str, ray_environment: Mapping[str, str]) -> Tuple[Dict[str, str], Dict[str, Dict[str, str]]]:
+                ray_address: str, ray_environment: Mapping[str, str],
+                caches: Optional[Mapping[str, str]] = None) -> Tuple[Dict[str, str], Dict[str, Dict[str, str]]]:
     """The unit's Environment= variables (secrets aside: they are in the EnvironmentFile) and where each comes
     from, in the unit's order; a variable set twice keeps the later value, as systemd does."""
     env: Dict[str, str] = {"HF_HOME": hf_home}
     sources: Dict[str, Dict[str, str]] = {"HF_HOME": _src("variable", "vllm_hf_home")}
+    what = {name: text for name, _sub, text in ENGINE_CACHES}
+    # As the template's dictsort orders them (case-insensitive).
+    for name, value in sorted((caches or {}).items(), key=lambda kv: kv[0].lower()):
+        env[name], sources[name] = value, _src("engine", "one cache directory per engine",
+                                               "%s, kept per engine so a switch back finds it warm" % what.get(name, name))
     for name, value in sorted(inventory.items()):
         env[name], sources[name] = value, _src("inventory", "vllm_service_environment")
     for name, setting in sorted(nccl_settings.items()):
@@ -340,8 +400,9 @@ def unit_plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
                           max_model_len is not None, gmu is not None, model_path, v["vllm_service_extra_args"],
                           ray_address, front)
     sources.update(served["sources"])
+    caches = engine_caches(v["vllm_home"], executable[:-len("/bin/vllm")])
     env, env_sources = environment(v["vllm_hf_home"], v["vllm_service_environment"], nccl["settings"], ray_address,
-                                   v["vllm_service_ray_environment"])
+                                   v["vllm_service_ray_environment"], caches)
 
     settings = model_settings(profile, facts, ctx.get("model_weights_config") or {})
     gate = p2p_gate(v["vllm_service_p2p_gate"], v["vllm_service_p2p_gate_backend"], started, why, tp,
@@ -362,6 +423,8 @@ def unit_plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
         "executable": executable,
         "engine_venv": executable[:-len("/bin/vllm")],
         "engines_dir": v["vllm_engines_dir"],
+        "engine_caches": caches,
+        "engine_caches_dir": engine_caches_dir(v["vllm_home"]),
         "keep_engines": v["vllm_service_keep_engines"],
         "args": args,
         "arg_sources": sources,
@@ -385,4 +448,5 @@ def unit_plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
         "engine": v["vllm_engine"],
         "canary": canary(v["vllm_service_canary"], started, profile, front, v["vllm_service_host"], port,
                          v["vllm_service_name"]),
+        "engine_gate": engine_gate(v, started, int(max_model_len or profile["max_model_len"])),
     }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import sys
 
 import pytest
 from ansible.errors import AnsibleFilterError
@@ -129,6 +130,29 @@ def test_report_without_records_says_so():
     assert ("canary   none yet (no record file): the deploy records the canary it asks after /health") in lines
     assert ("bench    none yet (/var/lib/moeops/benchmarks: No such file or directory): playbooks/benchmark.yml "
             "keeps one a run") in lines
+
+
+def test_report_lists_the_engines_on_the_box_the_serving_one_marked(tmp_path):
+    """vllm_service_info's engines (its lines come from _engine/receipts.py), one status line each."""
+    from ansible_collections.moeops.inference.plugins.module_utils._engine import receipts
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils"))
+    from test_receipts import install, receipt  # pylint: disable=import-outside-toplevel
+
+    old = install(tmp_path, receipt(tmp_path, "0.31.0", built_at="2026-12-01T00:00:00Z", lock="a",
+                                    records={"canary": {"passed": True, "at": "2026-12-01T00:05:00Z"}}))
+    new = install(tmp_path, receipt(tmp_path, "0.32.0", built_at="2026-12-05T00:00:00Z", lock="b"))
+    entries = receipts.scan(str(tmp_path))
+    listed = receipts.engines(entries, {p: p for p, _d, _w in entries}, new, str(tmp_path))
+    deployed = dict(DEPLOYED, engines={"dir": str(tmp_path), "engines": listed,
+                                       "lines": [receipts.line(e) for e in listed]})
+    report = settings_report({"unit_text": UNIT, "sources": {}}, deployed, {}, "h")
+    lines = [line for line in report["status_lines"] if line.startswith("engine ")]
+    assert len(lines) == 2 and lines[0].startswith("engine   0.32.0-cpu-") and "SERVING" in lines[0]
+    assert lines[1].startswith("engine   0.31.0-cpu-") and "SERVING" not in lines[1] and "canary pass" in lines[1]
+    assert [e["path"] for e in report["engines"]] == [new, old]
+    empty = dict(DEPLOYED, engines={"dir": "/opt/vllm/venvs", "engines": [], "lines": []})
+    none = settings_report({"unit_text": UNIT, "sources": {}}, empty)
+    assert "engine   none under /opt/vllm/venvs (a venv from before engines, or nothing installed)" in none["status_lines"]
 
 
 @pytest.mark.parametrize("desired, deployed, words", [

@@ -78,7 +78,7 @@ VAR = {"name": "vllm_service_name", "venv": "vllm_venv", "hf_home": "vllm_hf_hom
        "front_read_timeout": "vllm_service_front_read_timeout", "front_retry_after": "vllm_service_front_retry_after",
        "engine": "vllm_engine", "canary": "vllm_service_canary", "model_path": "vllm_service_model_path"}
 CTX = {"facts": "gpus", "tuning": "tuning", "config": "model_weights_config", "p2p_fallback": "p2p_fallback",
-       "profile": "profile"}
+       "profile": "profile", "engine_venv": "engine_venv"}
 
 
 def inputs(**over):
@@ -564,7 +564,7 @@ def test_environment_in_the_units_order_and_its_sources():
     result = plan(facts=rtxpro_x8(), environment={"VLLM_LOGGING_LEVEL": "DEBUG", "NCCL_PROTO": "Simple"},
                   nccl_overrides={"NCCL_ALGO": None, "NCCL_DEBUG": "WARN"})
     env, src = result["environment"], result["environment_sources"]
-    assert list(env) == ["HF_HOME", "NCCL_PROTO", "VLLM_LOGGING_LEVEL", "NCCL_DEBUG", "NCCL_P2P_LEVEL"]
+    assert list(env) == ["HF_HOME"] + CACHE_VARS + ["NCCL_PROTO", "VLLM_LOGGING_LEVEL", "NCCL_DEBUG", "NCCL_P2P_LEVEL"]
     assert env["HF_HOME"] == "/var/cache/vllm/huggingface"
     assert src["HF_HOME"] == {"source": "variable", "rule": "vllm_hf_home", "reason": ""}
     assert (env["VLLM_LOGGING_LEVEL"], src["VLLM_LOGGING_LEVEL"]) == (
@@ -580,8 +580,27 @@ def test_environment_in_the_units_order_and_its_sources():
 
 
 def test_all_nvlink_or_one_gpu_gets_no_nccl_variables():
-    assert list(plan(facts=h100_x8())["environment"]) == ["HF_HOME"]
-    assert list(plan()["environment"]) == ["HF_HOME"]
+    assert list(plan(facts=h100_x8())["environment"]) == ["HF_HOME"] + CACHE_VARS
+    assert list(plan()["environment"]) == ["HF_HOME"] + CACHE_VARS
+
+
+# The compile and JIT caches, one directory per engine (unit.py ENGINE_CACHES), in the unit's (sorted) order.
+CACHE_VARS = ["CUDA_CACHE_PATH", "FLASHINFER_WORKSPACE_BASE", "TORCH_EXTENSIONS_DIR", "TORCHINDUCTOR_CACHE_DIR",
+              "TRITON_CACHE_DIR", "VLLM_CACHE_ROOT"]
+
+
+def test_each_engine_keeps_its_compile_caches_in_a_directory_of_its_own():
+    one = plan(engine_venv="/opt/vllm/venvs/0.33.0-cuda-0123456789ab")
+    two = plan(engine_venv="/opt/vllm/venvs/0.34.0-cuda-ba9876543210")
+    assert one["environment"]["VLLM_CACHE_ROOT"] == "/var/lib/vllm/engine-caches/0.33.0-cuda-0123456789ab/vllm"
+    assert two["environment"]["TRITON_CACHE_DIR"] == "/var/lib/vllm/engine-caches/0.34.0-cuda-ba9876543210/triton"
+    assert one["engine_caches_dir"] == "/var/lib/vllm/engine-caches"
+    assert {one["environment"][v] for v in CACHE_VARS}.isdisjoint({two["environment"][v] for v in CACHE_VARS})
+    assert one["environment_sources"]["CUDA_CACHE_PATH"]["source"] == "engine"
+    # The inventory's value wins, as the unit's later line does for systemd.
+    mine = plan(environment={"TRITON_CACHE_DIR": "/srv/triton"})
+    assert mine["environment"]["TRITON_CACHE_DIR"] == "/srv/triton"
+    assert mine["environment_sources"]["TRITON_CACHE_DIR"]["source"] == "inventory"
 
 
 def test_the_real_tuning_result_of_the_h200_sets_its_environment():
@@ -774,3 +793,47 @@ def test_numa_binding_is_set_off_explicitly_and_a_numa_bind_in_the_extra_args_wi
 def test_the_cpu_build_gets_no_numa_flag():
     p = plan(engine="cpu", facts=rtxpro_x8(), profile=shipped_profile("minimax_m25"))
     assert not [a for a in p["args"] if "numa" in a]
+
+
+# --------------------------------------------------------------------------- the engine gate
+
+def test_the_engine_gate_compares_the_latency_workload_by_the_rate_and_the_medians():
+    gate = plan(facts=rtxpro_x8(), start="always")["engine_gate"]
+    assert gate["enabled"] and gate["why"] == "" and gate["problems"] == []
+    assert (gate["warn"], gate["fail"]) == (0.10, 0.25)
+    assert gate["metrics"] == ["output_tok_s", "ttft_p50_ms", "itl_p50_ms"]
+    assert {k: gate["scenario"][k] for k in ("name", "input_len", "output_len", "num_prompts", "max_concurrency")} == {
+        "name": "latency", "input_len": 1024, "output_len": 256, "num_prompts": 16, "max_concurrency": 1}
+    assert gate["describe"] == "latency: 16 prompts, 1 at a time, 1024 in / 256 out, seed 301"
+
+
+def test_the_engine_gate_is_off_when_switched_off_or_when_nothing_starts():
+    off = plan(facts=rtxpro_x8(), start="always", vllm_service_engine_gate=False)["engine_gate"]
+    assert not off["enabled"] and "vllm_service_engine_gate is false" in off["why"]
+    idle = plan(facts=rtxpro_x8(), start="never")["engine_gate"]
+    assert not idle["enabled"] and idle["why"] == "the service does not start in this run"
+
+
+@pytest.mark.parametrize("over, message", [
+    ({"vllm_service_engine_gate_warn": 0.5, "vllm_service_engine_gate_fail": 0.2},
+     "vllm_service_engine_gate_warn (0.5) must not be above vllm_service_engine_gate_fail (0.2)"),
+    ({"vllm_service_engine_gate_fail": 0.0}, "vllm_service_engine_gate_fail must be a regression above 0"),
+    ({"vllm_service_engine_gate_metrics": ["ttft_p50_ms", "tokens_per_dollar"]},
+     "vllm_service_engine_gate_metrics must name at least one of output_tok_s"),
+    ({"vllm_service_engine_gate_metrics": []}, "vllm_service_engine_gate_metrics must name at least one of"),
+    ({"vllm_service_engine_gate_prompts": 0}, "vllm_service_engine_gate_prompts must be a whole number of at least 1"),
+])
+def test_an_engine_gate_that_cannot_judge_is_refused_naming_the_variable(over, message):
+    with pytest.raises(ValueError) as err:
+        plan(facts=rtxpro_x8(), start="always", **over)
+    assert message in str(err.value)
+
+
+def test_the_gates_requests_must_fit_the_units_length_unless_it_is_off():
+    # The profile's length (Kimi-K2.5: 262144) or the one given.
+    result = plan_result(facts=rtxpro_x8(), start="always", max_model_len=1024)
+    assert ("vllm_service: the engine gate's requests need 1024 + 256 tokens (and 16 spare) but the unit serves "
+            "--max-model-len 1024: lower vllm_service_engine_gate_input_len or vllm_service_engine_gate_output_len"
+            in result["problems"])
+    assert not plan_result(facts=rtxpro_x8(), start="always", max_model_len=1024,
+                           vllm_service_engine_gate=False)["problems"]

@@ -146,6 +146,31 @@ def test_prune_in_check_mode_removes_nothing_and_protect_keeps_a_path(venvs):
         "vllm_engines: keep must be a whole number of at least 1, got 0")
 
 
+def test_prune_takes_each_removed_engines_caches_with_it_and_no_other(venvs, tmp_path):
+    paths, bare = three(venvs)
+    caches = tmp_path / "engine-caches"
+    for path in paths + [bare]:
+        (caches / os.path.basename(path) / "triton").mkdir(parents=True)
+    (caches / "not-an-engine").mkdir()
+    check = run({"step": "prune", "dir": str(venvs), "keep": 1, "serving": paths[0], "caches": str(caches),
+                 "_ansible_check_mode": True})
+    assert sorted(check["removed_caches"]) == sorted(str(caches / os.path.basename(p)) for p in (paths[1], bare))
+    assert len(os.listdir(str(caches))) == 5
+    got = run({"step": "prune", "dir": str(venvs), "keep": 1, "serving": paths[0], "caches": str(caches)})
+    assert sorted(got["removed_caches"]) == sorted(check["removed_caches"])
+    assert sorted(os.listdir(str(caches))) == sorted([os.path.basename(paths[2]), os.path.basename(paths[0]),
+                                                      "not-an-engine"])
+    # Without a caches directory, or where an engine has none, nothing but the engines goes.
+    assert run({"step": "prune", "dir": str(venvs), "keep": 1, "serving": paths[0]})["removed_caches"] == []
+
+
+def test_cache_of_names_only_a_directory_directly_under_the_caches():
+    assert receipts.cache_of("/var/lib/vllm/engine-caches", "/opt/vllm/venvs/0.33.0-cuda-0123456789ab/") == (
+        "/var/lib/vllm/engine-caches/0.33.0-cuda-0123456789ab")
+    assert receipts.cache_of("", "/opt/vllm/venvs/x") is None
+    assert receipts.cache_of("/c", "/") is None and receipts.cache_of("/c", "/opt/..") is None
+
+
 # ------------------------------------------------------------------ compare
 
 def with_benchmark(venvs, version, built_at, results):
