@@ -8,12 +8,11 @@ safety suite (file order). The real engine throughout: vLLM's CPU build, vllm-cp
    old venv's files are unchanged, compared file by file before and after), the switch is drained (the old streams end
    whole, new requests get 503 with Retry-After), the engine gate compares the two; the downtime is measured.
 2. The settings report shows both engines with their receipts.
-3. A switch back to 0.31.0 finds its venv built: nothing is built, only the unit switches; its time is measured.
-4. A slower engine is rolled back by the engine gate with no manual step: 0.32.0's venv made slower by a TEST DOUBLE
-   (the test appends a 100 ms sleep to every engine step of its vllm/v1/engine/core.py; restored afterwards): it
-   serves and answers the canary, the gate refuses it, 0.31.0 serves again and answers the canary, the play fails
-   saying why, with the figures.
-5. A build that cannot resolve (a pin no index has) leaves the serving engine untouched and serving.
+3. A switch back to 0.31.0 finds its venv built: nothing is resolved or built, only the unit switches; its time is
+   measured. That 0.31.0 is made slower by a TEST DOUBLE (the test appends a 100 ms sleep to every engine step of
+   its vllm/v1/engine/core.py; restored afterwards): it serves and answers the canary, the engine gate refuses it,
+   0.32.0 serves again and answers the canary, and the play fails saying why, with the figures. No manual step.
+4. A build that cannot resolve (a pin no index has) leaves the serving engine untouched and serving.
 """
 from __future__ import annotations
 
@@ -33,7 +32,7 @@ ENGINES = "/opt/vllm/venvs"
 RECEIPT = "moeops-receipt.json"
 WATCH = "/usr/local/lib/moeops-test/front_watch.py"
 STOP = "/tmp/upgrade-watch-stop"
-# The TEST DOUBLE: appended to the engine's vllm/v1/engine/core.py, so that every step of the engine core (one decode
+# The TEST DOUBLE: appended to an engine's vllm/v1/engine/core.py, so that every step of the engine core (one decode
 # step of every running request) takes 100 ms more; about 30 times the tiny model's time between two tokens here.
 SLOW_ENGINE = '''
 # moeops.inference TEST DOUBLE (molecule/rollback/tests/test_upgrade.py): every engine step 100 ms slower.
@@ -222,48 +221,35 @@ def test_the_settings_report_shows_both_engines_with_their_receipts(tmp_path):
     assert all(e["complete"] and e["receipt"] for e in report["engines"])
 
 
-def test_a_switch_back_finds_the_previous_engine_built():
-    """0.32.0 back to 0.31.0: its venv is there (kept: vllm_service_keep_engines 2), nothing is resolved or built, only
-    the unit switches, drained and gated like any switch."""
-    h = second()
-    built = {name: receipt(h, name)["built_at"] for name in engines(h)}
-    client = watch()
-    t0 = time.monotonic()
-    rc, out = deploy("-e", "vllm_version=0.31.0")
-    took = time.monotonic() - t0
-    record = stop_watch(client)
-    print("MEASURED switch back 0.32.0 -> 0.31.0: %.0f s, rc %d" % (took, rc))
-    assert rc == 0, out[-4000:]
-    assert serving_engine(h).startswith("0.31.0-cpu-")
-    assert {name: receipt(h, name)["built_at"] for name in engines(h)} == built  # nothing built again
-    assert task_outcome(out, "moeops.inference.vllm : Resolve the lock") == "skipping"
-    assert task_outcome(out, "moeops.inference.vllm : Install the lock into the venv") == "skipping"
-    gone = outages(record["polls"])
-    assert gone, record["polls"]
-    print("MEASURED switch back downtime: %.1f s (answers while down: %s); gate %s" % (
-        downtime(gone[-1]), gone[-1]["statuses"], gate_line(out)[0]))
-
-
-def test_a_slower_engine_is_rolled_back_by_the_gate():
-    """The TEST DOUBLE (SLOW_ENGINE) in 0.32.0's venv, which does not serve now; the deploy switches to it: it becomes
-    healthy and answers the canary, the gate measures it against 0.31.0 and refuses it, the previous unit (0.31.0)
-    is restored and asked the canary, and the play fails saying so. Rollback time: from the first refusal of the
-    rollback's restart to the first 200 after it."""
+def test_a_switch_back_finds_the_previous_engine_built_and_a_slower_one_is_rolled_back_by_the_gate():
+    """0.32.0 back to 0.31.0, whose venv is there (kept: vllm_service_keep_engines 2), made slower by the TEST DOUBLE
+    (SLOW_ENGINE). Nothing is resolved or built, only the unit switches (its downtime is the switch back's); the
+    slower 0.31.0 becomes healthy and answers the canary, the gate measures it against 0.32.0 and refuses it, the
+    previous unit (0.32.0) is restored and asked the canary, and the play fails saying so. Rollback time: from the
+    first refusal of the rollback's restart to the first 200 after it. The double slows the engine's steps only, so
+    the switch itself (stop, start, /health) is the switch back's."""
     h = second()
     old = serving_engine(h)
-    slow = next(name for name in engines(h) if name.startswith("0.32.0-cpu-"))
+    assert old.startswith("0.32.0-cpu-")
+    slow = next(name for name in engines(h) if name.startswith("0.31.0-cpu-"))
+    built = {name: receipt(h, name)["built_at"] for name in engines(h)}
     core = h.check_output("ls %s/%s/lib/python3*/site-packages/vllm/v1/engine/core.py" % (ENGINES, slow))
     assert h.file(core).contains("class EngineCore")
     h.check_output("cp -p %s %s.moeops-test-orig && printf '%%s' %s >> %s" % (core, core, quote(SLOW_ENGINE), core))
     try:
         client = watch()
         t0 = time.monotonic()
-        rc, out = deploy()
+        rc, out = deploy("-e", "vllm_version=0.31.0")
         took = time.monotonic() - t0
         record = stop_watch(client)
     finally:
         h.check_output("mv %s.moeops-test-orig %s" % (core, core))
-    print("MEASURED slow engine run: %.0f s, rc %d" % (took, rc))
+    print("MEASURED switch back to the slower 0.31.0: %.0f s, rc %d" % (took, rc))
+    # The switch back: nothing resolved or built.
+    assert task_outcome(out, "moeops.inference.vllm : Resolve the lock") == "skipping", out[-4000:]
+    assert task_outcome(out, "moeops.inference.vllm : Install the lock into the venv") == "skipping"
+    assert {name: receipt(h, name)["built_at"] for name in engines(h)} == built
+    # The gate refused it and the previous engine serves again.
     assert rc != 0
     assert "the engine gate refused %s" % slow in out, out[-4000:]
     assert "on its engine %s/%s, untouched" % (ENGINES, old) in out, out[-4000:]
@@ -271,13 +257,13 @@ def test_a_slower_engine_is_rolled_back_by_the_gate():
     # Each FAIL row once (the comparison is shown, then quoted in the failure message).
     fails = list(dict.fromkeys(re.findall(r"latency\s+(\S+ \S+ ms|output tok/s)\s+(\S+)\s+->\s+(\S+)\s+\S+ vs \S+\s+FAIL",
                                           out)))
-    print("GATE slow engine: %s" % "; ".join("%s %s -> %s" % f for f in fails))
+    print("GATE slower 0.31.0 against 0.32.0: %s" % "; ".join("%s %s -> %s" % f for f in fails))
     assert fails, out[-4000:]
     assert serving_engine(h) == old and safety.health(h, SECOND) == "200"
     gone = outages(record["polls"])
     assert len(gone) >= 2, record["polls"]
-    print("MEASURED slow engine: switched to it in %.1f s; rolled back (first refusal to first 200 on %s) in %.1f s"
-          % (downtime(gone[0]), old, gone[-1]["first_200"] - gone[-1]["first_refused"]))
+    print("MEASURED switch back downtime (last 200 on 0.32.0 to first 200 on 0.31.0) %.1f s; rolled back (first refusal "
+          "to first 200 on %s) in %.1f s" % (downtime(gone[0]), old, gone[-1]["first_200"] - gone[-1]["first_refused"]))
 
 
 def test_a_build_that_cannot_resolve_leaves_the_serving_engine_untouched():
