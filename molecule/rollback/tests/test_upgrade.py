@@ -278,7 +278,7 @@ def test_a_build_that_cannot_resolve_leaves_the_serving_engine_untouched():
     names = engines(h)
     t0 = time.monotonic()
     rc, out = deploy("-e", json.dumps({"vllm_version": "0.32.0",
-                                        "vllm_extra_packages": ["moeops-test-no-such-package==0.0.1"]}))
+                                       "vllm_extra_packages": ["moeops-test-no-such-package==0.0.1"]}))
     print("MEASURED unresolvable build: %.0f s, rc %d" % (time.monotonic() - t0, rc))
     assert rc != 0
     assert "Resolve the lock" in out and "moeops-test-no-such-package" in out, out[-3000:]
