@@ -44,8 +44,8 @@ cleanup() {
       systemctl daemon-reload; systemctl reset-failed nvidia-dcgm-exporter.service' >/dev/null 2>&1
   fi
   [ -z "$keepalive" ] || { kill "$keepalive"; wait "$keepalive"; } 2>/dev/null
-  podman rm -f "$allowed" "$denied" >/dev/null 2>&1
-  ! $own || podman rm -f "$node" >/dev/null 2>&1
+  podman rm -f -t 0 "$allowed" "$denied" >/dev/null 2>&1
+  ! $own || podman rm -f -t 0 "$node" >/dev/null 2>&1
   ! $molecule_node || molecule destroy -s default >/dev/null 2>&1 || echo "molecule destroy -s default failed"
   rm -rf "$work"
 }
@@ -78,7 +78,7 @@ fi
 [ -n "$node" ] || { own=true; node=moeops-mon51$suffix; }
 
 if $own; then
-  podman rm -f "$node" >/dev/null 2>&1 || true
+  podman rm -f -t 0 "$node" >/dev/null 2>&1 || true
   inventory "$node"
   ansible-playbook -i "$work/inventory" playbooks/sim_node.yml playbooks/deploy.yml > "$work/deploy.log" 2>&1 ||
     { tail -40 "$work/deploy.log"; exit 1; }
@@ -94,7 +94,7 @@ net=$(podman inspect "$node" --format '{{range $k, $v := .NetworkSettings.Networ
 ip=$(podman inspect "$node" --format "{{(index .NetworkSettings.Networks \"$net\").IPAddress}}")
 image=$(podman inspect "$node" --format '{{.ImageName}}')
 for c in "$allowed" "$denied"; do
-  podman rm -f "$c" >/dev/null 2>&1 || true
+  podman rm -f -t 0 "$c" >/dev/null 2>&1 || true
   podman run -d --name "$c" --network "$net" "$image" sleep 900 >/dev/null
 done
 allowed_ip=$(podman inspect "$allowed" --format "{{(index .NetworkSettings.Networks \"$net\").IPAddress}}")

@@ -20,9 +20,9 @@ export MOEOPS_NODE_SUFFIX=${MOEOPS_NODE_SUFFIX:-}
 name=moeops-external
 node=$name$MOEOPS_NODE_SUFFIX
 work=$(mktemp -d)
-cleanup() { podman rm -f "$node" >/dev/null 2>&1 || true; rm -rf "$work"; }
+cleanup() { podman rm -f -t 0 "$node" >/dev/null 2>&1 || true; rm -rf "$work"; }
 trap cleanup EXIT
-podman rm -f "$node" >/dev/null 2>&1 || true
+podman rm -f -t 0 "$node" >/dev/null 2>&1 || true
 
 # The user's project: their playbooks, their inventory (the simulated node's connection and GPU
 # snapshot, as in inventories/sim), no ansible.cfg.

@@ -12,7 +12,7 @@ scenario=molecule/ray_cluster
 export ANSIBLE_CONFIG=$PWD/ansible.cfg ANSIBLE_COLLECTIONS_PATH=$PWD/collections
 suffix=${MOEOPS_NODE_SUFFIX:-}
 outsider=moeops-ray-outsider$suffix
-cleanup() { podman rm -f "$outsider" >/dev/null 2>&1 || true; molecule destroy -s ray_cluster >/dev/null 2>&1 || true; }
+cleanup() { podman rm -f -t 0 "$outsider" >/dev/null 2>&1 || true; molecule destroy -s ray_cluster >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 molecule destroy -s ray_cluster
 molecule test -s ray_cluster --destroy never

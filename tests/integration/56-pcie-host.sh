@@ -12,11 +12,11 @@ inv=$here/inventory
 export MOEOPS_NODE_SUFFIX=${MOEOPS_NODE_SUFFIX:-}
 node=moeops-pcie$MOEOPS_NODE_SUFFIX
 work=$(mktemp -d)
-cleanup() { podman rm -f "$node" >/dev/null 2>&1 || true; rm -rf "$work"; }
+cleanup() { podman rm -f -t 0 "$node" >/dev/null 2>&1 || true; rm -rf "$work"; }
 trap cleanup EXIT
 # A check that fails says which one (the greps and tests below are quiet).
 trap 'echo "56-pcie-host: failed at line $LINENO: $BASH_COMMAND"' ERR
-podman rm -f "$node" >/dev/null 2>&1 || true
+podman rm -f -t 0 "$node" >/dev/null 2>&1 || true
 ansible-playbook -i "$inv" playbooks/sim_node.yml > "$work/sim.log" || { tail -40 "$work/sim.log"; exit 1; }
 
 # Switched as a user switches them from the command line: key=value, so strings ("false", "no", "0", "off"), which

@@ -19,9 +19,9 @@ export MOEOPS_NODE_SUFFIX=${MOEOPS_NODE_SUFFIX:-}
 node=moeops-badinputs$MOEOPS_NODE_SUFFIX
 fixdir=/etc/moeops/fixtures
 work=$(mktemp -d)
-cleanup() { podman rm -f "$node" >/dev/null 2>&1 || true; rm -rf "$work"; }
+cleanup() { podman rm -f -t 0 "$node" >/dev/null 2>&1 || true; rm -rf "$work"; }
 trap cleanup EXIT
-podman rm -f "$node" >/dev/null 2>&1 || true
+podman rm -f -t 0 "$node" >/dev/null 2>&1 || true
 
 echo "--- node $node"
 ansible-playbook -i "$inv" playbooks/sim_node.yml > "$work/sim.log" || { tail -40 "$work/sim.log"; exit 1; }

@@ -149,6 +149,16 @@ def test_the_unit_runs_the_venv_the_link_points_at_never_the_link():
     assert role_result("vllm_service", {"gpus": gpus(), "profile": profile})["plan"]["executable"] == "/opt/vllm/engine/bin/vllm"
 
 
+def test_the_vllm_unit_is_ordered_after_persistenced_but_never_starts_it():
+    """Whether nvidia-persistenced runs is the nvidia_persistenced role's choice (nvidia_persistenced_start): a Wants=
+    would start it at every vLLM start even with "never", and on a host with no GPU its failed start held vLLM's start
+    for systemd's stop timeout (90 s, seen on a simulated node)."""
+    unit = [line for line in vllm_unit().splitlines() if not line.startswith("#")]
+    assert "After=network-online.target nvidia-persistenced.service" in unit
+    assert [line for line in unit if line.startswith(("Wants=", "Requires=", "BindsTo=", "Requisite="))
+            and "nvidia-persistenced" in line] == []
+
+
 @pytest.mark.parametrize("breaker", ["\n", "\r", "\0"])
 def test_a_line_break_never_reaches_the_units_header_comment(breaker):
     """Class 1: a profile name once wrote `[Service]` and `ExecStartPre=` lines into the header comment. The loader
