@@ -7,16 +7,24 @@ argv[1]: a list of requests, each one of:
 - {"raw": the request head as text (CRLF line ends), "host", "port", "tls" (bool), "cafile", "chunks" (optional
   [count, size]: after the head, a chunked body of that many chunks of that many bytes)}: sent as written, byte for
   byte, over one connection of its own (request targets urllib would normalise, HTTP/0.9, the absolute form);
+- {"hold": count, "raw", "host", "port", "tls", "cafile", "early": n, "then": a raw request}: opens `count`
+  connections that each send the head `raw` and nothing more (a body that never comes), waits until `n` of them are
+  answered (those over a limit), sends `then` on one more connection while the rest are held, and waits up to 120 s
+  for each held one to be answered or closed;
 - {"ciphers": true, "host", "port"}: which TLS 1.2 suites of this OpenSSL's whole list the server accepts (one
   handshake each, no verification), and the suite TLS 1.3 negotiates.
 Each answer: {"status": HTTP status, or null with "error" when nothing answered (refused, TLS failure), or null for
 an answer without a status line (HTTP/0.9), "retry_after", "body" (its first 300 characters), "head" (raw: the
-first 120 bytes of the answer)}; for "ciphers": {"tls12": [names], "tls13": name}.
+first 120 bytes of the answer)}; for "ciphers": {"tls12": [names], "tls13": name}; for "hold": {"then": its answer,
+"held": how many were opened, "ended": [the status each held one got, null when closed without one], "seconds": [when
+each ended, counted from the last one opened]}.
 """
 import json
+import select
 import socket
 import ssl
 import sys
+import time
 import urllib.error
 import urllib.request
 
@@ -93,6 +101,38 @@ def raw(req):
     return out
 
 
+def hold(req):
+    held = []
+    for _index in range(int(req["hold"])):
+        sock = connect(req)
+        sock.sendall(req["raw"].encode("latin-1"))
+        held.append(sock)
+    opened = time.monotonic()
+    answered = {}
+
+    def read(sock):
+        try:
+            data = sock.recv(65536)
+        except (OSError, ssl.SSLError):
+            data = b""
+        answered[sock] = (int(data.split(b" ", 2)[1]) if data.startswith(b"HTTP/") else None,
+                          round(time.monotonic() - opened, 1))
+        sock.close()
+
+    # The ones the server answers at once (over a limit) first: once `early` of them are, it holds the others.
+    while len(answered) < int(req.get("early", 0)) and time.monotonic() - opened < 60:
+        ready, _w, _x = select.select([s for s in held if s not in answered], [], [], 0.5)
+        for sock in ready:
+            read(sock)
+    then = raw(dict(req, raw=req["then"]))
+    for sock in held:
+        if sock not in answered:
+            sock.settimeout(max(1.0, 120 - (time.monotonic() - opened)))
+            read(sock)
+    return {"then": then, "held": len(held), "ended": [answered[s][0] for s in held],
+            "seconds": [answered[s][1] for s in held]}
+
+
 def ciphers(req):
     every = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     every.set_ciphers("ALL:COMPLEMENTOFALL:@SECLEVEL=0")
@@ -124,6 +164,8 @@ def ciphers(req):
 
 
 def one(req):
+    if "hold" in req:
+        return hold(req)
     if "raw" in req:
         return raw(req)
     if req.get("ciphers"):

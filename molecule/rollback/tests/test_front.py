@@ -227,13 +227,16 @@ def test_paths_that_normalising_would_change_get_400_and_never_reach_vllm():
               % (len(requests), name, "TLS" if tls else "plain HTTP", prober, len(requests) - len(wrong), len(wrong)))
         assert not wrong, wrong[:5]
         total += len(requests)
-        # The same paths in normal form still pass: the absolute form too.
+        # The same paths in normal form still pass: the absolute form too (with the key: the front answers a request
+        # without one itself).
+        auth = "Authorization: Bearer %s\r\n" % (key if name == FIRST else GIVEN_KEY)
         clean = http(node(prober), [
-            raw(ip, tls, "GET /v1/models HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % ip),
-            raw(ip, tls, "GET %s://%s:8000/v1/models HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n"
-                % ("https" if tls else "http", ip, ip)),
-            raw(ip, tls, "GET /v1/models?x=/../metrics HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % ip)])
-        assert [a["status"] for a in clean] == [401, 401, 401], clean  # vLLM's own answer: no key given
+            raw(ip, tls, "GET /v1/models HTTP/1.1\r\nHost: %s\r\n%sConnection: close\r\n\r\n" % (ip, auth)),
+            raw(ip, tls, "GET %s://%s:8000/v1/models HTTP/1.1\r\nHost: %s\r\n%sConnection: close\r\n\r\n"
+                % ("https" if tls else "http", ip, ip, auth)),
+            raw(ip, tls, "GET /v1/models?x=/../metrics HTTP/1.1\r\nHost: %s\r\n%sConnection: close\r\n\r\n"
+                % (ip, auth))])
+        assert [a["status"] for a in clean] == [200, 200, 200], clean  # vLLM's own answer
     # vLLM never saw one of them: its access log (uvicorn's) has no odd path since the probe began. Only the path
     # counts: the clean probe above sends "/../" in a query string, which is no path and passes on purpose. That
     # request came last, so once its line is in the journal every earlier one that reached vLLM is there too.
@@ -308,3 +311,75 @@ def test_tls_1_2_offers_forward_secret_suites_only():
     assert sorted(found["tls12"]) == ["ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-RSA-AES256-GCM-SHA384",
                                       "ECDHE-RSA-CHACHA20-POLY1305"]
     assert found["tls13"].startswith("TLS_")
+
+
+# --------------------------------------------------------------------------- issue 41: one client, one request
+
+UNAUTHORIZED = '{"error": "Unauthorized"}\n'
+
+
+def test_a_request_without_a_bearer_key_gets_401_from_the_front_before_its_body_and_while_vllm_restarts():
+    """A keyless POST that announces a 15 MiB body and sends none: the front answers 401 at once (it would otherwise
+    wait for the body, and then 408); so does a Basic one. While the drain flag is up (a restart) a keyless request
+    still gets 401 and a keyed one the front's 503 with Retry-After. None of them reaches vLLM."""
+    for name, prober, ip, tls in fronts():
+        marker = "keyless-%s-%d" % ("tls" if tls else "plain", int(time.time()))
+        key = node(FIRST).check_output("cat /etc/vllm/vllm.api-key").strip() if name == FIRST else GIVEN_KEY
+        head = ("POST /v1/completions?probe=%s HTTP/1.1\r\nHost: %s\r\n%sContent-Type: application/json\r\n"
+                "Content-Length: 15000000\r\nConnection: close\r\n\r\n")
+        t0 = time.monotonic()
+        keyless, basic = http(node(prober), [raw(ip, tls, head % (marker + "-none", ip, "")),
+                                             raw(ip, tls, head % (marker + "-basic", ip, "Authorization: Basic eDp5\r\n"))])
+        seconds = time.monotonic() - t0
+        flag = "/run/vllm-front/draining"
+        node(name).check_output("install -m 0644 /dev/null %s" % flag)
+        try:
+            draining = http(node(prober), [
+                raw(ip, tls, "GET /v1/models?probe=%s-drain-none HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n"
+                    % (marker, ip)),
+                raw(ip, tls, "GET /v1/models?probe=%s-drain-key HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n"
+                    "Connection: close\r\n\r\n" % (marker, ip, key))])
+        finally:
+            node(name).check_output("rm -f %s" % flag)
+        logged = front_logs(node(name), marker + "-none", marker + "-basic", marker + "-drain-none", marker + "-drain-key")
+        print("PROBE %s's front (%s) from %s: keyless POST announcing 15 MiB -> %s, Basic -> %s, both in %.1f s; "
+              "draining: keyless -> %s, keyed -> %s (Retry-After %s)"
+              % (name, "TLS" if tls else "plain", prober, keyless["status"], basic["status"], seconds,
+                 draining[0]["status"], draining[1]["status"], draining[1]["retry_after"]))
+        assert (keyless["status"], keyless["body"]) == (401, UNAUTHORIZED) and basic["status"] == 401
+        assert [a["status"] for a in draining] == [401, 503] and draining[1]["retry_after"] == "30"
+        # Answered by the front itself, none of them passed to vLLM.
+        assert all("upstream=-/-" in line for lines in logged for line in lines), logged
+
+
+def test_one_client_holds_at_most_its_share_and_a_body_that_never_comes_is_cut():
+    """From the first node, 264 connections to the second node's front, each a keyed POST whose body never comes: 8 get
+    429 at once (vllm_service_front_client_connections 256), and once they have, one more request from the same
+    address gets 429 too. Each of the 256 held is ended by the front after vllm_service_front_client_timeout (10 s
+    without a byte), and never reaches vLLM. Event-driven: the 429s are awaited, not slept for."""
+    ip = address(SECOND)
+    marker = "held-%d" % int(time.time())
+    head = ("POST /v1/completions?probe=%s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n"
+            "Content-Type: application/json\r\nContent-Length: 1000\r\nConnection: close\r\n\r\n" % (marker, ip, GIVEN_KEY))
+    then = "GET /v1/models?probe=%s-more HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n" \
+        % (marker, ip, GIVEN_KEY)
+    found = http(node(FIRST), [dict(raw(ip, False, head), hold=264, early=8, then=then)])[0]
+    # Every one of the 264 logged (syslog: a line reaches the journal a little after the connection ends).
+    t0 = time.monotonic()
+    while True:
+        held_lines = front_log(node(SECOND), marker + " ")
+        if len(held_lines) >= 264 or time.monotonic() - t0 > 30:
+            break
+        time.sleep(0.5)
+    statuses = sorted(line.split('"')[2].split()[0] for line in held_lines)
+    timed_out = [t for status, t in zip(found["ended"], found["seconds"]) if status != 429]
+    print("PROBE %s's front from %s: %d opened, %d got 429 at once; one more then -> %s; the other %d ended (%s) after "
+          "%.1f-%.1f s; logged %s" % (SECOND, FIRST, found["held"], found["ended"].count(429), found["then"]["status"],
+                                      len(timed_out), sorted(set(s for s in found["ended"] if s != 429), key=str),
+                                      min(timed_out), max(timed_out),
+                                      {status: statuses.count(status) for status in sorted(set(statuses))}))
+    assert found["ended"].count(429) == 8 and found["then"]["status"] == 429
+    # The held ones: ended by the front (nginx logs 408 and closes), long before the probe's own 120 s.
+    assert len(timed_out) == 256 and set(s for s in found["ended"] if s != 429) <= {408, None} and max(timed_out) < 60
+    assert statuses.count("408") == 256 and statuses.count("429") == 8, statuses
+    assert not [line for line in held_lines if "upstream=-/-" not in line], held_lines[:3]

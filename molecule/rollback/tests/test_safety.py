@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 """The vllm_service role's safety on two nodes where the real engine serves (vLLM's CPU build, the tiny test model).
 
-Runs after converge and idempotence; the tests run in file order and build on each other: hardening, secrets,
+Runs after converge (no idempotence step: the check-mode run on the converged first node below must predict no
+change); the tests run in file order and build on each other: hardening, secrets,
 check mode and diff on the converged nodes; systemd's default KillMode cutting streams in flight (what the unit's
 KillMode=mixed prevents); a good change whose restart drains two streams through the front; then a bad change
 rolled out one node at a time that must be rolled back on the first node, drain the same way, and never reach the

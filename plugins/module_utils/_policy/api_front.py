@@ -64,6 +64,12 @@ STOP_MARGIN_S = 30
 # 64 bytes a token of the context, at least 16 MiB.
 BODY_BYTES_PER_TOKEN = 64
 BODY_MIN_MIB = 16
+# nginx's worker_connections (templates/front.nginx.conf.j2): no one client may hold more than one worker can.
+WORKER_CONNECTIONS = 4096
+# What the front's own key check lets through to vLLM on a guarded route: vLLM 0.33.0 answers 401 to any request
+# whose Authorization is not "<scheme> <token>" with the scheme "bearer" in any case (verify_token in
+# vllm/entrypoints/serve/middleware/authenticate.py). The token itself is vLLM's to check.
+BEARER_REGEX = r"^[Bb][Ee][Aa][Rr][Ee][Rr] "
 
 
 def is_loopback(host: str) -> bool:
@@ -129,7 +135,9 @@ def routes(var: str, given: Sequence[Any], unsafe_var: str = "", unsafe_given: S
             if why:
                 problems.append("%s[%d] %r is refused: %s" % (name, index, item, why))
                 continue
-            entry = by_path.setdefault(path, {"path": path, "methods": [], "regex": route_regex(path), "unsafe": unsafe})
+            # guarded: vLLM asks for the key there, and the front refuses a request without one first (BEARER_REGEX).
+            entry = by_path.setdefault(path, {"path": path, "methods": [], "regex": route_regex(path), "unsafe": unsafe,
+                                              "guarded": "/" + path.split("/")[1] in GUARDED_PREFIXES})
             if method not in entry["methods"]:
                 entry["methods"].append(method)
     if problems:
@@ -231,7 +239,8 @@ def tls_digest(tls_cert: str, tls_key: str, files: Optional[Mapping[str, Any]]) 
 def front(name: str, host: str, port: int, backend_port: int, given_routes: Sequence[Any], metrics_cidrs: Sequence[Any],
           tls_cert: str, tls_key: str, read_timeout: int, retry_after: int, max_model_len: int,
           var_prefix: str = "vllm_service_", unsafe_routes: Sequence[Any] = (),
-          tls_files: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+          tls_files: Optional[Mapping[str, Any]] = None, client_connections: int = 256,
+          client_timeout: int = 10) -> Dict[str, Any]:
     """The front of `<name>.service`, or {"enabled": False, "why", and its unit's and configuration's paths, for
     removing a front left by an earlier run} on a loopback host. `tls_files`: the TLS files as the check step read
     them on the node (tls_file_problems)."""
@@ -273,6 +282,9 @@ def front(name: str, host: str, port: int, backend_port: int, given_routes: Sequ
         "read_timeout": int(read_timeout),
         "retry_after": int(retry_after),
         "body_limit": "%dm" % body_limit_mib(max_model_len),
+        "client_connections": int(client_connections),
+        "client_timeout": int(client_timeout),
+        "bearer_regex": BEARER_REGEX,
         "privileged_port": port < 1024,
         # While this file exists the front answers 503 with Retry-After (a deploy's restart, the rollback's).
         "drain_flag": runtime_dir + "/draining",

@@ -87,6 +87,85 @@ def test_every_request_gets_its_own_connection_to_vllm_and_bodies_are_read_whole
     assert "client_max_body_size 16m;" in conf
 
 
+def vllm_verify_token(header, key):
+    """vLLM 0.33.0's own check of the key (AuthenticationMiddleware.verify_token in
+    vllm/entrypoints/serve/middleware/authenticate.py), less its hashing."""
+    if not header:
+        return False
+    scheme, _, param = header.partition(" ")
+    return scheme.lower() == "bearer" and param == key
+
+
+def nginx_unquote(text):
+    """What nginx's configuration parser makes of a double-quoted string (\\" and \\\\ are its escapes)."""
+    return re.sub(r'\\(["\\])', r"\1", text)
+
+
+@pytest.mark.parametrize("header", ["", "Bearer", "Bearer ", "Bearer sk-key", "bearer sk-key", "BEARER sk-key",
+                                    "Basic c2sta2V5", "Bearersk-key", " Bearer sk-key", "Token sk-key",
+                                    "Bearer  sk-key", "bEaReR sk-key"])
+def test_the_front_refuses_for_the_key_only_what_vllm_would_refuse(header):
+    """Issue 41: a keyless 16 MiB POST was read whole and buffered by the front, and while vLLM restarted it got the
+    front's "restarting" 503 instead of 401. On a guarded route the front now answers 401 itself, before the body and
+    before the drain flag, to every request vLLM would refuse for its scheme; the token is still vLLM's to check."""
+    conf = directives(render("front.nginx.conf.j2", result()))
+    check = [line for line in conf if line.startswith("if ($http_authorization !~ ")]
+    pattern = nginx_unquote(re.match(r'if \(\$http_authorization !~ "(.*)"\) \{$', check[0]).group(1))
+    scheme, space, _token = header.partition(" ")
+    # Passed exactly when vLLM's scheme rule would let it on to the token's check.
+    assert (re.search(pattern, header) is not None) == (scheme.lower() == "bearer" and space == " ")
+    if re.search(pattern, header) is None:
+        assert not vllm_verify_token(header, "sk-key")
+
+
+def test_the_front_checks_for_a_bearer_key_first_on_guarded_routes_only():
+    conf = directives(render("front.nginx.conf.j2", result(vllm_service_front_unsafe_routes=["POST /tokenize"])))
+    locations = {}
+    for at, line in enumerate(conf):
+        if line.startswith("location ~ "):
+            end = at + conf[at:].index("proxy_pass http://vllm;")
+            locations[line.split()[2]] = conf[at:end + 1]
+    assert set(locations) == {api_front.route_regex(p) for p in (
+        "/health", "/v1/models", "/v1/chat/completions", "/v1/completions", "/v1/responses",
+        "/v1/responses/{response_id}", "/v1/responses/{response_id}/cancel", "/tokenize")}
+    for regex, body in locations.items():
+        checks = [i for i, line in enumerate(body) if line.startswith("if ($http_authorization !~ ")]
+        if regex.startswith("^/v1/"):
+            drain = [i for i, line in enumerate(body) if line.startswith("if (-f /run/vllm-front/draining)")]
+            assert len(checks) == 1 and checks[0] < drain[0], body
+            assert body[checks[0] + 1] == "return 401 '{\"error\": \"Unauthorized\"}\\n';"
+        else:  # /health for load balancers, and an unsafe route (vLLM asks for no key there)
+            assert checks == [], body
+
+
+def test_one_client_holds_few_connections_and_a_slow_head_or_body_is_cut():
+    conf = directives(render("front.nginx.conf.j2", result()))
+    assert "limit_conn_zone $binary_remote_addr zone=front_clients:10m;" in conf
+    assert "limit_conn front_clients 256;" in conf and "limit_conn_status 429;" in conf
+    assert "client_header_timeout 10s;" in conf and "client_body_timeout 10s;" in conf
+    # Every location with error pages of its own names 429 too (an error_page in a location replaces the server's).
+    pages = [line for line in conf if line.startswith("error_page 413 ")]
+    assert len(pages) == len([line for line in conf if line.startswith("error_page 429 = @too_many;")])
+    tuned = directives(render("front.nginx.conf.j2", result(vllm_service_front_client_connections=8,
+                                                            vllm_service_front_client_timeout=30)))
+    assert "limit_conn front_clients 8;" in tuned and "client_body_timeout 30s;" in tuned
+    refused = result(vllm_service_front_client_connections=0, vllm_service_front_client_timeout=0)
+    assert any("vllm_service_front_client_connections must be a positive number" in p for p in refused["problems"])
+    assert any("vllm_service_front_client_timeout must be a positive number" in p for p in refused["problems"])
+
+
+def test_vllms_own_503_gets_retry_after_on_its_way_through():
+    """vLLM answers /health with 503 once its engine died, without Retry-After; the front adds its own."""
+    conf = directives(render("front.nginx.conf.j2", result(vllm_service_front_retry_after=45)))
+    at = conf.index("map $upstream_status $front_upstream_retry_after {")
+    assert conf[at + 1:at + 3] == ["503 45;", 'default "";']
+    server = conf[conf.index("server {"):]
+    assert "add_header Retry-After $front_upstream_retry_after always;" in server
+    # No location but the front's own 503 sets a header of its own (one would drop the server's).
+    adds = [line for line in server if line.startswith("add_header")]
+    assert adds == ["add_header Retry-After $front_upstream_retry_after always;", "add_header Retry-After 45 always;"]
+
+
 def test_tls_1_2_offers_forward_secret_aead_suites_only():
     conf = directives(render("front.nginx.conf.j2", result()))
     ciphers = [line for line in conf if line.startswith("ssl_ciphers ")]

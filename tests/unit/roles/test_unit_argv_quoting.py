@@ -159,6 +159,15 @@ def test_the_vllm_unit_is_ordered_after_persistenced_but_never_starts_it():
             and "nvidia-persistenced" in line] == []
 
 
+def test_the_vllm_unit_is_restarted_whatever_the_exit_status():
+    """Issue 41: a request vLLM cannot survive killed its EngineCore, and its API server then exited with status 0;
+    Restart=on-failure never restarted it. A stop by systemctl is never restarted (systemd.service(5)), and
+    StartLimitBurst still bounds a model that cannot load."""
+    unit = [line for line in vllm_unit().splitlines() if not line.startswith("#")]
+    assert [line for line in unit if line.startswith("Restart=")] == ["Restart=always"]
+    assert "StartLimitBurst=3" in unit
+
+
 @pytest.mark.parametrize("breaker", ["\n", "\r", "\0"])
 def test_a_line_break_never_reaches_the_units_header_comment(breaker):
     """Class 1: a profile name once wrote `[Service]` and `ExecStartPre=` lines into the header comment. The loader

@@ -6,7 +6,7 @@ balanced is today's behaviour: its unit is byte for byte the one rendered before
 (tests/fixtures/units/kimi_k25-rtxpro6000-x8-2numa-balanced.service, rendered at cc3872e, issue 26, with the same
 template path as the role's lookup; since issue 36 with vLLM 0.33.0's NUMA default made explicit, --no-numa-bind;
 since issue 37 with the engine's own compile and JIT cache directories; since issue 40 ordered after nvidia-persistenced
-without pulling it in).
+without pulling it in; since issue 41 restarted whatever its exit status, Restart=always).
 latency and throughput differ from it only where the workload says."""
 from __future__ import annotations
 

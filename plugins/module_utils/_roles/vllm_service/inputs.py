@@ -144,7 +144,12 @@ def _front(v: Mapping[str, Any]) -> List[str]:
             + inputs.number_in("vllm_service_front_read_timeout", v.get("vllm_service_front_read_timeout"), 0,
                                inputs.SYSTEMD_MAX_SECONDS, what="a positive number of seconds")
             + inputs.number_in("vllm_service_front_retry_after", v.get("vllm_service_front_retry_after"), 0, 86400,
-                               what="a positive number of seconds, at most a day"))
+                               what="a positive number of seconds, at most a day")
+            + inputs.number_in("vllm_service_front_client_connections", v.get("vllm_service_front_client_connections"),
+                               0, api_front.WORKER_CONNECTIONS, what="a positive number, at most nginx's "
+                               "worker_connections (%d)" % api_front.WORKER_CONNECTIONS)
+            + inputs.number_in("vllm_service_front_client_timeout", v.get("vllm_service_front_client_timeout"), 0,
+                               3600, what="a positive number of seconds, at most an hour"))
 
 
 def input_problems(v: Mapping[str, Any]) -> List[str]:

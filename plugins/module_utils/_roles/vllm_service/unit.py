@@ -379,7 +379,9 @@ def unit_plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
                             v["vllm_service_front_metrics_cidrs"], v["vllm_service_front_tls_cert"],
                             v["vllm_service_front_tls_key"], v["vllm_service_front_read_timeout"],
                             v["vllm_service_front_retry_after"], int(max_model_len or profile["max_model_len"]),
-                            unsafe_routes=v["vllm_service_front_unsafe_routes"], tls_files=ctx.get("front_tls_files"))
+                            unsafe_routes=v["vllm_service_front_unsafe_routes"], tls_files=ctx.get("front_tls_files"),
+                            client_connections=v["vllm_service_front_client_connections"],
+                            client_timeout=v["vllm_service_front_client_timeout"])
     # Behind a front vLLM listens on loopback only; the front takes the address and the port.
     host, listen_port = ("127.0.0.1", backend_port) if front["enabled"] else (v["vllm_service_host"], port)
     args = model_profile.serve_args(profile, tp, host, listen_port, max_model_len=max_model_len,
