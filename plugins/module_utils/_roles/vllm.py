@@ -185,6 +185,8 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
     lock_argv = [uv, "pip", "compile", "-", "--python", v["vllm_python"], "--no-header", "--no-annotate", "--quiet"]
     for f in uv_files:
         lock_argv += [f["option"], f["path"]]
+    # Resolved from the index it is installed from: a mirror's own versions, never PyPI's behind its back.
+    lock_argv += index
     tls = {"SSL_CERT_FILE": v["vllm_ca_bundle"], "PIP_CERT": v["vllm_ca_bundle"]} if v["vllm_ca_bundle"] else {}
     uv_env = dict({"UV_PYTHON_DOWNLOADS": "never", "UV_CACHE_DIR": v["vllm_uv_cache_dir"]}, **tls)
     flashinfer = flashinfer_plan(v)
@@ -203,7 +205,12 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
                      "receipt": receipt, "low_priority": LOW_PRIORITY,
                      "venv_argv": [uv, "venv", "--python", v["vllm_python"]],
                      "sync_argv": LOW_PRIORITY + [uv, "pip", "sync", "--python"] + ["{venv}/bin/python", "{venv}/" + LOCK_FILE]
-                     + index},
+                     + index,
+                     # Once more after a failure, every index page asked afresh: a CDN once answered the install with a
+                     # page weeks older than the one the lock was resolved from a second before ("no version of
+                     # sentry-sdk==3.0.1"), and uv keeps a page it was given for 10 minutes.
+                     "sync_retry_argv": LOW_PRIORITY + [uv, "pip", "sync", "--refresh", "--python"]
+                     + ["{venv}/bin/python", "{venv}/" + LOCK_FILE] + index},
             "outcome": "vllm: %s %s in its own venv under %s (%s points at it); %s" % (
                 engine["package"], version, v["vllm_engines_dir"], v["vllm_venv"],
                 "FlashInfer's kernels (%s) from %s" % (FLASHINFER_CUBIN, flashinfer["install_argv"][-1])

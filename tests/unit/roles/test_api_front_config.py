@@ -92,7 +92,7 @@ def vllm_verify_token(header, key):
     vllm/entrypoints/serve/middleware/authenticate.py), less its hashing."""
     if not header:
         return False
-    scheme, _, param = header.partition(" ")
+    scheme, _sep, param = header.partition(" ")
     return scheme.lower() == "bearer" and param == key
 
 

