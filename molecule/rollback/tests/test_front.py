@@ -369,8 +369,8 @@ def test_one_client_holds_at_most_its_share_and_a_body_that_never_comes_is_cut()
     found = http(node(FIRST), [dict(raw(ip, False, head), hold=264, early=8, then=then)])[0]
     # vLLM's access log, read once a request sent after the probe is in it: no request of the probe reached vLLM.
     last = "/v1/models?probe=%s-after" % marker
-    after = http(node(FIRST), [raw(ip, False, "GET %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n"
-                                            "Connection: close\r\n\r\n" % (last, ip, GIVEN_KEY))])[0]
+    request = "GET %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n" % (last, ip, GIVEN_KEY)
+    after = http(node(FIRST), [raw(ip, False, request)])[0]
     reached = [line for line in vllm_access_log_through(node(SECOND), since, last + " HTTP/1.") if marker + " " in line
                or marker + "-more" in line]
     timed_out = [t for status, t in zip(found["ended"], found["seconds"]) if status != 429]
