@@ -55,6 +55,11 @@ def connect(req):
     return sock
 
 
+def status_of(data):
+    """The status of an answer's status line, or None for one without (HTTP/0.9, or nothing)."""
+    return int(data.split(b" ", 2)[1]) if data.startswith(b"HTTP/") else None
+
+
 def raw(req):
     try:
         sock = connect(req)
@@ -90,7 +95,7 @@ def raw(req):
     head, _sep, body = data.partition(b"\r\n\r\n")
     out = {"head": data[:120].decode("latin-1"), "sent_error": sent_error, "retry_after": None}
     if data.startswith(b"HTTP/"):
-        out["status"] = int(data.split(b" ", 2)[1])
+        out["status"] = status_of(data)
         for line in head.split(b"\r\n")[1:]:
             if line.lower().startswith(b"retry-after:"):
                 out["retry_after"] = line.split(b":", 1)[1].strip().decode()
@@ -115,8 +120,7 @@ def hold(req):
             data = sock.recv(65536)
         except (OSError, ssl.SSLError):
             data = b""
-        answered[sock] = (int(data.split(b" ", 2)[1]) if data.startswith(b"HTTP/") else None,
-                          round(time.monotonic() - opened, 1))
+        answered[sock] = (status_of(data), round(time.monotonic() - opened, 1))
         sock.close()
 
     # The ones the server answers at once (over a limit) first: once `early` of them are, it holds the others.

@@ -48,6 +48,11 @@ def http(h, requests):
     return json.loads(h.check_output("%s %s" % (PROBE, shlex.quote(json.dumps(requests)))))
 
 
+def api_key(name):
+    """The key of a node's front: generated on the first node, given on the second."""
+    return node(FIRST).check_output("cat /etc/vllm/vllm.api-key").strip() if name == FIRST else GIVEN_KEY
+
+
 def vllm_routes():
     """The engine's own route table, read on the first node from the vLLM it runs."""
     table = json.loads(node(FIRST).check_output(
@@ -229,7 +234,7 @@ def test_paths_that_normalising_would_change_get_400_and_never_reach_vllm():
         total += len(requests)
         # The same paths in normal form still pass: the absolute form too (with the key: the front answers a request
         # without one itself).
-        auth = "Authorization: Bearer %s\r\n" % (key if name == FIRST else GIVEN_KEY)
+        auth = "Authorization: Bearer %s\r\n" % api_key(name)
         clean = http(node(prober), [
             raw(ip, tls, "GET /v1/models HTTP/1.1\r\nHost: %s\r\n%sConnection: close\r\n\r\n" % (ip, auth)),
             raw(ip, tls, "GET %s://%s:8000/v1/models HTTP/1.1\r\nHost: %s\r\n%sConnection: close\r\n\r\n"
@@ -324,7 +329,7 @@ def test_a_request_without_a_bearer_key_gets_401_from_the_front_before_its_body_
     still gets 401 and a keyed one the front's 503 with Retry-After. None of them reaches vLLM."""
     for name, prober, ip, tls in fronts():
         marker = "keyless-%s-%d" % ("tls" if tls else "plain", int(time.time()))
-        key = node(FIRST).check_output("cat /etc/vllm/vllm.api-key").strip() if name == FIRST else GIVEN_KEY
+        key = api_key(name)
         head = ("POST /v1/completions?probe=%s HTTP/1.1\r\nHost: %s\r\n%sContent-Type: application/json\r\n"
                 "Content-Length: 15000000\r\nConnection: close\r\n\r\n")
         t0 = time.monotonic()

@@ -77,6 +77,11 @@ def is_loopback(host: str) -> bool:
     return inputs.is_loopback(host)
 
 
+def is_guarded(path: str) -> bool:
+    """Whether vLLM asks for the API key on this route path: its first segment is one of GUARDED_PREFIXES."""
+    return "/" + path.split("/")[1] in GUARDED_PREFIXES
+
+
 def route_regex(path: str) -> str:
     """The nginx location regex of a route path: each {parameter} is one path segment."""
     parts = [r"[^/]+" if seg.startswith("{") else re.escape(seg) for seg in path.split("/")[1:]]
@@ -94,7 +99,7 @@ def _route_path_problem(path: str, unsafe: bool, unsafe_var: str, routes_var: st
                 "networks of vllm_service_front_metrics_cidrs")
     if path == "/health":
         return "GET and HEAD /health always pass; no other method may"
-    guarded = "/" + segments[0] in GUARDED_PREFIXES
+    guarded = is_guarded(path)
     if unsafe and guarded:
         return "%s is under a prefix where vLLM asks for the API key: list it in %s" % (path, routes_var)
     if not unsafe and not guarded:
@@ -137,7 +142,7 @@ def routes(var: str, given: Sequence[Any], unsafe_var: str = "", unsafe_given: S
                 continue
             # guarded: vLLM asks for the key there, and the front refuses a request without one first (BEARER_REGEX).
             entry = by_path.setdefault(path, {"path": path, "methods": [], "regex": route_regex(path), "unsafe": unsafe,
-                                              "guarded": "/" + path.split("/")[1] in GUARDED_PREFIXES})
+                                              "guarded": is_guarded(path)})
             if method not in entry["methods"]:
                 entry["methods"].append(method)
     if problems:
@@ -239,8 +244,8 @@ def tls_digest(tls_cert: str, tls_key: str, files: Optional[Mapping[str, Any]]) 
 def front(name: str, host: str, port: int, backend_port: int, given_routes: Sequence[Any], metrics_cidrs: Sequence[Any],
           tls_cert: str, tls_key: str, read_timeout: int, retry_after: int, max_model_len: int,
           var_prefix: str = "vllm_service_", unsafe_routes: Sequence[Any] = (),
-          tls_files: Optional[Mapping[str, Any]] = None, client_connections: int = 256,
-          client_timeout: int = 10) -> Dict[str, Any]:
+          tls_files: Optional[Mapping[str, Any]] = None, *, client_connections: int,
+          client_timeout: int) -> Dict[str, Any]:
     """The front of `<name>.service`, or {"enabled": False, "why", and its unit's and configuration's paths, for
     removing a front left by an earlier run} on a loopback host. `tls_files`: the TLS files as the check step read
     them on the node (tls_file_problems)."""
@@ -282,6 +287,7 @@ def front(name: str, host: str, port: int, backend_port: int, given_routes: Sequ
         "read_timeout": int(read_timeout),
         "retry_after": int(retry_after),
         "body_limit": "%dm" % body_limit_mib(max_model_len),
+        "worker_connections": WORKER_CONNECTIONS,
         "client_connections": int(client_connections),
         "client_timeout": int(client_timeout),
         "bearer_regex": BEARER_REGEX,

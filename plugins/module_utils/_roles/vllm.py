@@ -181,6 +181,11 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
                             {"option": "--excludes", "path": "%s/engine-%s-excludes.txt" % (v["vllm_uv_venv"], digest[:12]),
                              "lines": inputs["excludes"]}) if f["lines"]]
     index = ["--index-url", v["vllm_index_url"]] if v["vllm_index_url"] else []
+
+    def sync_argv(*options: str) -> List[str]:
+        """uv pip sync of the lock into the venv ({venv}: its path), at low CPU and IO priority."""
+        target = ["--python", "{venv}/bin/python", "{venv}/" + LOCK_FILE]
+        return LOW_PRIORITY + [uv, "pip", "sync"] + list(options) + target + index
     # The lock: every distribution at an exact version, resolved for the venv's interpreter (requirements on stdin).
     lock_argv = [uv, "pip", "compile", "-", "--python", v["vllm_python"], "--no-header", "--no-annotate", "--quiet"]
     for f in uv_files:
@@ -204,13 +209,11 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
                      "lock_argv": lock_argv, "lock_file": LOCK_FILE, "receipt_file": receipts.RECEIPT_NAME,
                      "receipt": receipt, "low_priority": LOW_PRIORITY,
                      "venv_argv": [uv, "venv", "--python", v["vllm_python"]],
-                     "sync_argv": LOW_PRIORITY + [uv, "pip", "sync", "--python"] + ["{venv}/bin/python", "{venv}/" + LOCK_FILE]
-                     + index,
+                     "sync_argv": sync_argv(),
                      # Once more after a failure, every index page asked afresh: a CDN once answered the install with a
                      # page weeks older than the one the lock was resolved from a second before ("no version of
                      # sentry-sdk==3.0.1"), and uv keeps a page it was given for 10 minutes.
-                     "sync_retry_argv": LOW_PRIORITY + [uv, "pip", "sync", "--refresh", "--python"]
-                     + ["{venv}/bin/python", "{venv}/" + LOCK_FILE] + index},
+                     "sync_retry_argv": sync_argv("--refresh")},
             "outcome": "vllm: %s %s in its own venv under %s (%s points at it); %s" % (
                 engine["package"], version, v["vllm_engines_dir"], v["vllm_venv"],
                 "FlashInfer's kernels (%s) from %s" % (FLASHINFER_CUBIN, flashinfer["install_argv"][-1])

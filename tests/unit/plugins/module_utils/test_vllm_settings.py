@@ -289,7 +289,7 @@ def test_report_failed_service_is_a_problem():
 def _front(**over):
     from ansible_collections.moeops.inference.plugins.module_utils._policy import api_front
     return api_front.front("vllm", over.pop("host", "0.0.0.0"), 8000, 8001, list(api_front.DEFAULT_ROUTES), ["10.0.0.0/8"],
-                           "", "", 3600, 30, 131072)
+                           "", "", 3600, 30, 131072, client_connections=256, client_timeout=10)
 
 
 def test_report_front_identical_differs_and_left_over():
