@@ -14,6 +14,10 @@ trap 'rm -rf "$report"' EXIT
 args=()
 [ -z "${MOEOPS_MONITORING_LIVE_NODE:-}" ] || args=(--destroy never)
 tests/integration/report/molecule-test "$report" "${args[@]}"
-[ -z "${MOEOPS_MONITORING_LIVE_NODE:-}" ] ||
-  echo "molecule default's nodes kept for 51-monitoring-live.sh ($MOEOPS_MONITORING_LIVE_NODE)"
+if [ -n "${MOEOPS_MONITORING_LIVE_NODE:-}" ]; then
+  # 51-monitoring-live.sh needs the Debian 12 node alone: the Debian 13 one (vLLM 0.33.0's CUDA build, the largest
+  # venv of the run) goes now, leaving its disk and memory to the suites beside 51 (its molecule destroy allows that).
+  podman rm -f -t 0 "moeops-mol-trixie${MOEOPS_NODE_SUFFIX:-}" >/dev/null
+  echo "molecule default's Debian 12 node kept for 51-monitoring-live.sh ($MOEOPS_MONITORING_LIVE_NODE)"
+fi
 echo "molecule test: $((SECONDS - start)) s"
