@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Molecule: the deploy play on a Debian 12 node where vLLM's CPU build serves the tiny
 # test model and a Debian 13 node with vLLM 0.33.0 and Kimi-K2.5 (check-mode converge,
-# converge, idempotence, testinfra, serving with the canary and the benchmark (62-benchmark.sh), settings,
+# converge, testinfra, serving with the canary and the benchmark (62-benchmark.sh), settings,
 # NCCL sweep, models, P2P gate).
 # The nodes share one uv cache on this machine, so vLLM's wheels are
 # downloaded once per machine, not once per node.
