@@ -3,8 +3,8 @@
 # test model and a Debian 13 node with vLLM 0.33.0 and Kimi-K2.5 (check-mode converge,
 # converge, testinfra, serving with the canary and the benchmark (62-benchmark.sh), settings,
 # NCCL sweep, models, P2P gate).
-# The nodes share one uv cache on this machine, so vLLM's wheels are
-# downloaded once per machine, not once per node.
+# The Debian 12 nodes of every suite share one uv cache on this machine, so vLLM's CPU wheels are downloaded once
+# per machine, not once per node; the Debian 13 node keeps its own (inventory/hosts.yml says why).
 set -euo pipefail
 start=$SECONDS
 # tests/run sets MOEOPS_MONITORING_LIVE_NODE when 51-monitoring-live.sh runs after this: the nodes stay for it, and it
