@@ -24,8 +24,8 @@ cleanup() { podman rm -f -t 0 "$node" >/dev/null 2>&1 || true; rm -rf "$work"; }
 trap cleanup EXIT
 podman rm -f -t 0 "$node" >/dev/null 2>&1 || true
 
-# The user's project: their playbooks, their inventory (the simulated node's connection and GPU
-# snapshot, as in inventories/sim), no ansible.cfg.
+# The user's project: their playbooks, their inventory (the simulated node's GPU snapshot, as in inventories/sim,
+# reached with containers.podman's connection: the suites' own, tests/connection_plugins, is not theirs), no ansible.cfg.
 project=$work/project
 mkdir -p "$project/group_vars"
 cp tests/integration/targets/external_playbook/*.yml "$project/"
@@ -37,7 +37,7 @@ all:
       children:
         vllm_servers:
           hosts:
-            $name: {sim_node_suite: bookworm}
+            $name: {sim_node_suite: bookworm, ansible_connection: containers.podman.podman}
 YAML
 echo "--- node $node"
 ansible-playbook -i "$project/hosts.yml" playbooks/sim_node.yml > "$work/sim.log" || { tail -40 "$work/sim.log"; exit 1; }
