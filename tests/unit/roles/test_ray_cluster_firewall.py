@@ -6,7 +6,6 @@ rules from a non-member container (port 10001 among them)."""
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 
@@ -14,6 +13,7 @@ import pytest
 import role_templating
 
 from conftest import role_result
+from test_firewall_rulesets import dropped_ports as drops
 
 TEMPLATE = os.path.join(role_templating.ROLES, "ray_cluster", "templates", "ray-firewall.nft.j2")
 MEMBERS = ["head", "worker"]
@@ -36,19 +36,6 @@ def rules(result):
     variables.update(ansible_managed="Ansible managed", _ray_cluster=result, _members=["10.0.0.1", "10.0.0.2"])
     with open(TEMPLATE) as f:
         return role_templating.render(f.read(), variables)
-
-
-def drops(text):
-    """Every port and range the input chain drops, as (low, high)."""
-    found = []
-    for line in text.splitlines():
-        match = re.match(r"\s*tcp dport (.+) drop$", line)
-        if not match:
-            continue
-        for part in match.group(1).strip("{} ").split(","):
-            low, _sep, high = part.strip().partition("-")
-            found.append((int(low), int(high or low)))
-    return found
 
 
 def dropped(text, port):
