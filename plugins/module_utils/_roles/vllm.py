@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any, Dict, List, Mapping, Tuple
 
-from ansible_collections.moeops.inference.plugins.module_utils._common import inputs
+from ansible_collections.moeops.inference.plugins.module_utils._common import inputs, urls
 from ansible_collections.moeops.inference.plugins.module_utils._engine import receipts
 
 
@@ -151,7 +151,9 @@ def engine_inputs(v: Mapping[str, Any]) -> Dict[str, Any]:
             + list(v["vllm_extra_packages"]),
             "overrides": [r for r, _why in (engine.get("overrides") or {}).get(v["vllm_version"]) or []],
             "excludes": [n for n, _why in engine.get("excludes") or []],
-            "index_url": v["vllm_index_url"] or "", "python": v["vllm_python"],
+            # Masked: it is written into the receipt, a file any local user may read, and a new password for the same
+            # index installs the same engine.
+            "index_url": urls.mask_userinfo(v["vllm_index_url"] or ""), "python": v["vllm_python"],
             "flashinfer_kernels": bool(flashinfer_plan(v)["install"])}
 
 

@@ -3,6 +3,8 @@
 lock's command line, the declared overrides with their reasons, and where the engines may live."""
 from __future__ import annotations
 
+import json
+
 from conftest import role_result
 
 
@@ -56,3 +58,16 @@ def test_the_link_and_the_bootstrap_venv_stay_out_of_the_engines_directory():
         "vllm: vllm_uv_venv must not be vllm_engines_dir or lie inside it (/opt/vllm/venvs): that directory holds "
         "only the engines' venvs, and the role removes old ones there"]
     assert role_result("vllm", {}, vllm_venv="/opt/vllm/venvs-link")["problems"] == []
+
+
+def test_an_index_password_is_never_in_the_receipt_and_names_no_other_engine():
+    with_password = role_result("vllm", {}, vllm_index_url="https://lab:pw-0xSECRET@pypi.lab.example/simple")["plan"]
+    rotated = role_result("vllm", {}, vllm_index_url="https://lab:pw-0xOTHER@pypi.lab.example/simple")["plan"]
+    assert "pw-0xSECRET" not in json.dumps(with_password["receipt"])
+    assert with_password["receipt"]["index_url"] == "https://****@pypi.lab.example/simple"
+    assert with_password["inputs_sha256"] == rotated["inputs_sha256"]
+    # uv still gets the URL as given: the credential is what lets it in.
+    assert with_password["lock_argv"][-2:] == ["--index-url", "https://lab:pw-0xSECRET@pypi.lab.example/simple"]
+    # Another index is another engine.
+    assert role_result("vllm", {}, vllm_index_url="https://pypi.other.example/simple")["plan"]["inputs_sha256"] \
+        != with_password["inputs_sha256"]
