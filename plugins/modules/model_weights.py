@@ -381,6 +381,9 @@ def main():
         supports_check_mode=True,
     )
     p = dict(module.params)
+    # The result's invocation (shown at -vvv, kept in async result files) carries the mirror URL with its credentials
+    # masked; the download itself uses it as given.
+    module.params["url"] = urls.mask_userinfo(module.params["url"])
     try:
         p["_home"] = pwd.getpwnam(p["owner"]).pw_dir
         p["_uid"] = pwd.getpwnam(p["owner"]).pw_uid

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The model_weights role on this machine against real servers the test starts on loopback:
 #   - a local model directory (real safetensors shards + index + config.json, made by make_tiny_model.py);
-#   - an HTTP mirror: python3 -m http.server serving the model and its moeops-weights-manifest.json;
+#   - an HTTP mirror: auth_mirror.py (http.server behind Basic authentication, a STAND-IN for a lab mirror) serving the
+#     model and its moeops-weights-manifest.json, its credentials in model_weights_mirror_url;
 #   - an rsync mirror: rsync --daemon;
 #   - the huggingface_hub path: the pinned huggingface_hub (/opt/moeops-test/hf-hub-venv, STAND-IN for the vLLM
 #     venv) against HF_ENDPOINT = stand_in_hub.py, a STAND-IN Hub serving the endpoints snapshot_download calls.
 # Downloads run as the unprivileged user nobody, as they would as vllm. Checks: facts (path, config.json), the
 # idempotent second run (changed=0, no request reaches the mirror or hub), progress lines, resume of a lost file,
-# clear failures for truncated and missing shards, and that the token is nowhere in logs, records or output.
+# clear failures for truncated and missing shards and a wrong mirror password, and that neither the token nor the
+# mirror's password is anywhere in logs, records or output.
 set -euo pipefail
 start=$SECONDS
 here=tests/integration/model_weights
@@ -19,8 +21,23 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
 trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-wait_url() { for _ in $(seq 50); do python3 -c "import urllib.request,sys; urllib.request.urlopen(sys.argv[1], timeout=1)" "$1" 2>/dev/null && return 0; sleep 0.2; done; echo "no answer from $1"; exit 1; }
+# wait_url URL [STATUS]: until URL answers 200 (or STATUS, an HTTP error status that counts as an answer).
+wait_url() {
+  for _ in $(seq 50); do
+    python3 - "$1" "${2:-200}" 2>/dev/null <<'PY' && return 0
+import sys, urllib.error, urllib.request
+try:
+    urllib.request.urlopen(sys.argv[1], timeout=1)
+    sys.exit(sys.argv[2] != "200")
+except urllib.error.HTTPError as exc:
+    sys.exit(str(exc.code) != sys.argv[2])
+PY
+    sleep 0.2
+  done
+  echo "no answer from $1"; exit 1
+}
 token="hf_moeopsTEST$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
+mirror_pw="pw-moeopsTEST$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
 export ANSIBLE_ASYNC_DIR="$work/async" ANSIBLE_LOG_PATH="$work/ansible.log"
 
 python3 "$here/make_tiny_model.py" "$work/model"
@@ -38,7 +55,8 @@ chown nobody:nogroup "$work/hf_home"
 
 # Servers.
 http_port=$(free_port)
-python3 -m http.server --bind 127.0.0.1 --directory "$work/mirror" "$http_port" 2>"$work/http.log" &
+python3 "$here/auth_mirror.py" --dir "$work/mirror" --port "$http_port" --user moeops --password "$mirror_pw" \
+  2>"$work/http.log" &
 pids+=($!)
 python3 "$here/stand_in_hub.py" --dir "$work/model" --repo moeops-test/tiny-moe --port-file "$work/hub.port" \
   --token "$token" --log "$work/hub.log" --rate 6000 &
@@ -47,7 +65,8 @@ rsync_port=$(free_port)
 printf 'use chroot = no\nuid = nobody\ngid = nogroup\n[models]\n  path = %s\n  read only = yes\n' "$work/mirror" >"$work/rsyncd.conf"
 rsync --daemon --no-detach --address=127.0.0.1 --port="$rsync_port" --config="$work/rsyncd.conf" &
 pids+=($!)
-wait_url "http://127.0.0.1:$http_port/tiny-moe/config.json"
+# The mirror answers (its 401 to a request without the credentials counts: that is the mirror answering).
+wait_url "http://127.0.0.1:$http_port/tiny-moe/config.json" 401
 for _ in $(seq 50); do [ -s "$work/hub.port" ] && break; sleep 0.2; done
 [ -s "$work/hub.port" ] || { echo "the stand-in hub wrote no port file"; exit 1; }
 read -r hub_port commit <"$work/hub.port"
@@ -93,7 +112,7 @@ grep -q 'nobody cannot read model-00001-of-00003.safetensors (Permission denied)
 echo "local: a shard the service user cannot read fails naming it"
 
 # 3. HTTP mirror: download, then a second run that changes nothing and sends no request.
-http=(-e model_weights_source=http -e model_weights_name=tiny-http -e "model_weights_mirror_url=http://127.0.0.1:$http_port/tiny-moe/"
+http=(-e model_weights_source=http -e model_weights_name=tiny-http -e "model_weights_mirror_url=http://moeops:$mirror_pw@127.0.0.1:$http_port/tiny-moe/"
       -e model_weights_dest="$work/dest-http")
 t0=$SECONDS
 stage http1 ok "${http[@]}"
@@ -118,6 +137,10 @@ stage http4 fail "${http[@]}" -e model_weights_name=tiny-http-short -e model_wei
 grep -q 'model-00003-of-00003.safetensors: the mirror sends 30000 bytes, its manifest says 33000' "$work/http4.out"
 cp "$work/model/model-00003-of-00003.safetensors" "$work/mirror/tiny-moe/"
 echo "http mirror: a shard served short fails naming the file and both sizes"
+stage http5 fail "${http[@]}" -e model_weights_name=tiny-http-wrong-pw -e model_weights_dest="$work/dest-wrong-pw" \
+  -e "model_weights_mirror_url=http://moeops:wrong@127.0.0.1:$http_port/tiny-moe/"
+grep -q 'cannot read the mirror manifest http://\*\*\*\*@127.0.0.1:.*401' "$work/http5.out"
+echo "http mirror: a wrong password fails with the mirror's 401, the URL shown masked"
 
 # 5. rsync mirror: download, second run unchanged.
 rs=(-e model_weights_source=rsync -e model_weights_name=tiny-rsync -e "model_weights_mirror_url=rsync://127.0.0.1:$rsync_port/models/tiny-moe"
@@ -171,9 +194,12 @@ stage hfbad fail "${hf[@]}" -e model_weights_name=tiny-hf-bad -e model_weights_t
 grep -q '401' "$work/hfbad.out"
 echo "hf: a wrong token fails with the hub's 401"
 
-# 9. The token is in no output, log, record, progress or async result file.
-if grep -rF "$token" "$work"/*.out "$work/ansible.log" "$work/state" "$work/async" "$work/hf_home" 2>/dev/null; then
-  echo "the token leaked (see above)"; exit 1
-fi
-echo "token: in none of $(find "$work" -maxdepth 1 -name "*.out" | wc -l) outputs, the ansible log, state, async results or the cache"
+# 9. Neither the token nor the mirror's password is in any output, log, record, progress or async result file.
+for secret in "$token" "$mirror_pw"; do
+  if grep -rF "$secret" "$work"/*.out "$work/ansible.log" "$work/state" "$work/async" "$work/hf_home" "$work"/dest-* 2>/dev/null; then
+    echo "a secret leaked (see above)"; exit 1
+  fi
+done
+grep -qF 'http://****@127.0.0.1:' "$work/http1.out"  # the URL is shown, masked
+echo "token and mirror password: in none of $(find "$work" -maxdepth 1 -name "*.out" | wc -l) outputs, the ansible log, state, async results, the cache or the staged files"
 echo "model weights integration: $((SECONDS - start)) s"

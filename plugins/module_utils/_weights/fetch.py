@@ -42,12 +42,22 @@ else:
 
 # HTTP mirror: the module read the mirror's manifest; this fetches each file that is absent or of the wrong
 # size into FILE.part (resumed with a Range request), checks the length the server announces against the
-# manifest before writing and the length written after, then renames it into place.
+# manifest before writing and the length written after, then renames it into place. Credentials in the URL
+# (https://user:password@host/...) go in an Authorization header that a redirect does not carry to another host:
+# urllib reads no userinfo itself (it would look up "user:password@host").
 HTTP_FETCH_PROGRAM = r'''
-import json, os, sys, urllib.parse, urllib.request
+import base64, json, os, sys, urllib.parse, urllib.request
 
 req = json.load(sys.stdin)
-base, dest, files = req["url"].rstrip("/") + "/", req["dest"], req["files"]
+parts = urllib.parse.urlsplit(req["url"].rstrip("/") + "/")
+auth = None
+if "@" in parts.netloc:
+    userinfo, _sep, hostport = parts.netloc.rpartition("@")
+    user, _sep, password = userinfo.partition(":")
+    pair = "%s:%s" % (urllib.parse.unquote(user), urllib.parse.unquote(password))
+    auth = "Basic " + base64.b64encode(pair.encode("utf-8")).decode("ascii")
+    parts = parts._replace(netloc=hostport)
+base, dest, files = urllib.parse.urlunsplit(parts), req["dest"], req["files"]
 opener = urllib.request.build_opener()
 for rel, size in sorted(files.items()):
     final = os.path.join(dest, rel)
@@ -61,7 +71,10 @@ for rel, size in sorted(files.items()):
         have = 0
     url = base + urllib.parse.quote(rel)
     headers = {"Range": "bytes=%d-" % have} if 0 < have < size else {}
-    with opener.open(urllib.request.Request(url, headers=headers), timeout=req["timeout"]) as r:
+    request = urllib.request.Request(url, headers=headers)
+    if auth:
+        request.add_unredirected_header("Authorization", auth)
+    with opener.open(request, timeout=req["timeout"]) as r:
         if r.status == 200:
             have = 0
         announced = r.headers.get("Content-Length")
