@@ -149,6 +149,8 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
         # The firewall's (ray_cluster_firewall): what it drops for non-members, every range checked above.
         "firewall": {"ports": sorted(set(fixed)), "workers": [low, high], "ephemeral": ephemeral,
                      "client_port": fixed[-1]},
+        # Ray's install into the engine's venv: the vllm role's uv environment (the index never in argv).
+        "uv_env": vllm_rules.uv_environment(v),
         "unit_path": "/etc/systemd/system/%s.service" % name,
         "stage_path": "%s/%s.service" % (v["ray_cluster_stage_dir"], name),
     }

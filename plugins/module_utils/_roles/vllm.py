@@ -117,11 +117,24 @@ def engines_dir_problems(v: Mapping[str, Any]) -> List[str]:
             "and the role removes old ones there" % (n, engines) for n in inside]
 
 
+def uv_environment(v: Mapping[str, Any], index_url: Any = None) -> Dict[str, str]:
+    """The environment of every uv command the roles run: no Python downloads, the cache, the CA bundle, and the
+    index (`index_url`, else vllm_index_url). The index goes in UV_DEFAULT_INDEX, never in argv: a URL may carry a
+    password, and argv is what `ps` shows every local user and what Ansible prints when the command fails."""
+    env = {"UV_PYTHON_DOWNLOADS": "never", "UV_CACHE_DIR": v["vllm_uv_cache_dir"]}
+    if v.get("vllm_ca_bundle"):
+        env.update(SSL_CERT_FILE=v["vllm_ca_bundle"], PIP_CERT=v["vllm_ca_bundle"])
+    index = str(index_url if index_url is not None else v.get("vllm_index_url") or "").strip()
+    if index:
+        env["UV_DEFAULT_INDEX"] = index
+    return env
+
+
 def flashinfer_plan(v: Mapping[str, Any]) -> Dict[str, Any]:
     """Whether the role installs FlashInfer's kernels, and the uv command line without the requirement (the version
     is the installed flashinfer-python's, read on the node after vLLM is installed)."""
     out: Dict[str, Any] = {"install": False, "why": "", "python": FLASHINFER_PYTHON, "cubin": FLASHINFER_CUBIN,
-                           "install_argv": []}
+                           "install_argv": [], "index_url": "", "env": {}}
     if v["vllm_engine"] != "cuda":
         out["why"] = "vllm_engine %s: its build has no FlashInfer (vllm_flashinfer_kernels is ignored)" % v["vllm_engine"]
     elif not v["vllm_flashinfer_kernels"]:
@@ -130,8 +143,11 @@ def flashinfer_plan(v: Mapping[str, Any]) -> Dict[str, Any]:
     else:
         out["install"] = True
         # {venv}: the engine's venv, known once its lock is resolved (tasks/install.yml).
+        out["index_url"] = str(v["vllm_flashinfer_index_url"]).strip()
         out["install_argv"] = [v["vllm_uv_venv"] + "/bin/uv", "pip", "install", "--python", "{venv}/bin/python",
-                               "--no-deps", "--index-url", str(v["vllm_flashinfer_index_url"]).strip()]
+                               "--no-deps"]
+        # FlashInfer's index alone (as --index-url would), through the environment (uv_environment says why).
+        out["env"] = uv_environment(v, out["index_url"])
     return out
 
 
@@ -182,20 +198,21 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
                              "lines": inputs["overrides"]},
                             {"option": "--excludes", "path": "%s/engine-%s-excludes.txt" % (v["vllm_uv_venv"], digest[:12]),
                              "lines": inputs["excludes"]}) if f["lines"]]
-    index = ["--index-url", v["vllm_index_url"]] if v["vllm_index_url"] else []
 
     def sync_argv(*options: str) -> List[str]:
         """uv pip sync of the lock into the venv ({venv}: its path), at low CPU and IO priority."""
         target = ["--python", "{venv}/bin/python", "{venv}/" + LOCK_FILE]
-        return LOW_PRIORITY + [uv, "pip", "sync"] + list(options) + target + index
+        return LOW_PRIORITY + [uv, "pip", "sync"] + list(options) + target
     # The lock: every distribution at an exact version, resolved for the venv's interpreter (requirements on stdin).
     lock_argv = [uv, "pip", "compile", "-", "--python", v["vllm_python"], "--no-header", "--no-annotate", "--quiet"]
     for f in uv_files:
         lock_argv += [f["option"], f["path"]]
-    # Resolved from the index it is installed from: a mirror's own versions, never PyPI's behind its back.
-    lock_argv += index
     tls = {"SSL_CERT_FILE": v["vllm_ca_bundle"], "PIP_CERT": v["vllm_ca_bundle"]} if v["vllm_ca_bundle"] else {}
-    uv_env = dict({"UV_PYTHON_DOWNLOADS": "never", "UV_CACHE_DIR": v["vllm_uv_cache_dir"]}, **tls)
+    # The lock is resolved from the index it is installed from (uv_env's UV_DEFAULT_INDEX): a mirror's own versions,
+    # never PyPI's behind its back.
+    uv_env = uv_environment(v)
+    # pip, which installs uv itself, reads the index from the environment too.
+    pip_env = dict(tls, **({"PIP_INDEX_URL": v["vllm_index_url"]} if v["vllm_index_url"] else {}))
     flashinfer = flashinfer_plan(v)
     receipt = {"format": receipts.FORMAT, "engine": v["vllm_engine"], "package": engine["package"], "version": version,
                "python": v["vllm_python"], "inputs_sha256": digest, "requirements": inputs["requirements"],
@@ -204,7 +221,7 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
                "excludes": [{"name": n, "reason": why} for n, why in engine.get("excludes") or []]}
     return {"warnings": source_rules(v)[1],
             "plan": {"engine": {"name": v["vllm_engine"], "package": engine["package"]}, "expected": expected,
-                     "uv_files": uv_files, "tls_env": tls, "uv_env": uv_env,
+                     "uv_files": uv_files, "uv_env": uv_env, "pip_env": pip_env,
                      "apt": ["python3-venv"] + list(engine.get("apt") or []), "flashinfer": flashinfer,
                      "engines_dir": v["vllm_engines_dir"], "name_prefix": "%s-%s-" % (version, v["vllm_engine"]),
                      "inputs_sha256": digest, "lock_stdin": "\n".join(inputs["requirements"]) + "\n",
@@ -218,5 +235,5 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
                      "sync_retry_argv": sync_argv("--refresh")},
             "outcome": "vllm: %s %s in its own venv under %s (%s points at it); %s" % (
                 engine["package"], version, v["vllm_engines_dir"], v["vllm_venv"],
-                "FlashInfer's kernels (%s) from %s" % (FLASHINFER_CUBIN, flashinfer["install_argv"][-1])
+                "FlashInfer's kernels (%s) from %s" % (FLASHINFER_CUBIN, flashinfer["index_url"])
                 if flashinfer["install"] else "no FlashInfer kernels (%s)" % flashinfer["why"])}

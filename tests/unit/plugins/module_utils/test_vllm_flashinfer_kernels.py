@@ -19,7 +19,8 @@ def test_the_cuda_build_gets_flashinfers_kernels_from_flashinfers_index():
     assert result["problems"] == []
     fi = result["plan"]["flashinfer"]
     assert fi["install"] is True
-    assert fi["install_argv"] == UV_PIP + ["--index-url", "https://flashinfer.ai/whl"]
+    # FlashInfer's index alone, from the environment (as --index-url would be, but out of argv).
+    assert fi["install_argv"] == UV_PIP and fi["env"]["UV_DEFAULT_INDEX"] == "https://flashinfer.ai/whl"
     # The requirement is flashinfer-cubin at the installed flashinfer-python's public version (tasks/install.yml).
     assert (fi["python"], fi["cubin"]) == ("flashinfer-python", "flashinfer-cubin")
     assert result["outcome"].endswith("; FlashInfer's kernels (flashinfer-cubin) from https://flashinfer.ai/whl")
@@ -30,8 +31,9 @@ def test_the_cuda_build_gets_flashinfers_kernels_from_flashinfers_index():
 def test_a_mirror_and_a_ca_bundle_are_used():
     result = role_result("vllm", {}, vllm_flashinfer_index_url="https://pypi.lab.example/flashinfer/",
                          vllm_ca_bundle="/etc/ssl/certs/lab.pem")
-    assert result["plan"]["flashinfer"]["install_argv"][-2:] == ["--index-url", "https://pypi.lab.example/flashinfer/"]
+    assert result["plan"]["flashinfer"]["env"]["UV_DEFAULT_INDEX"] == "https://pypi.lab.example/flashinfer/"
     assert result["plan"]["uv_env"]["SSL_CERT_FILE"] == "/etc/ssl/certs/lab.pem"
+    assert result["plan"]["flashinfer"]["env"]["SSL_CERT_FILE"] == "/etc/ssl/certs/lab.pem"
 
 
 def test_off_or_the_cpu_build_installs_no_kernels_and_says_why():
