@@ -96,8 +96,10 @@ def test_unit_file(host):
 def test_environment_carries_the_policy(host):
     env = host.check_output("systemctl show -p Environment --value vllm").split()
     nccl = sorted(e for e in env if e.startswith("NCCL_"))
-    # The unit tuned by hand on the 8x RTX PRO 6000 box, derived here from the snapshot.
-    assert nccl == ["NCCL_ALGO=Ring", "NCCL_P2P_LEVEL=SYS", "NCCL_PROTO=LL"]
+    # The unit tuned by hand on the 8x RTX PRO 6000 box, derived here from the snapshot; NCCL's bootstrap and torch's
+    # gloo groups on loopback, as on any single box.
+    assert nccl == ["NCCL_ALGO=Ring", "NCCL_P2P_LEVEL=SYS", "NCCL_PROTO=LL", "NCCL_SOCKET_IFNAME=lo"]
+    assert "GLOO_SOCKET_IFNAME=lo" in env
     assert "HF_HOME=/var/cache/vllm/huggingface" in env
 
 
@@ -138,6 +140,20 @@ def test_unit_enabled_and_serving_only_on_the_cpu_build(host):
         assert [m["id"] for m in models["data"]] == ["tiny-deepseek-v3"]
         model = host.file(TINY + "/model.safetensors")
         assert model.mode == 0o644 and model.user == "root"  # readable by the service user, not its to change
+
+
+def test_the_engine_listens_on_loopback_only(host):
+    """Issue 41: vLLM's worker listened on 15 gloo ports on the node's address, and another host reached them all. On
+    one box the unit keeps gloo and NCCL on lo (GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME): every socket the unit's
+    processes listen on is on loopback, the API's too (vllm_service_host 127.0.0.1 here)."""
+    if not serving(host):
+        return  # sim_cuda's engine never starts
+    cgroup = host.check_output("systemctl show -p ControlGroup --value vllm")  # /system.slice/vllm.service
+    # ss -e names each socket's cgroup (-p would need CAP_SYS_PTRACE for the service user's processes).
+    listening = [line.split()[3] for line in host.check_output("ss -Hltne").splitlines()
+                 if " cgroup:%s " % cgroup in line + " "]
+    assert len(listening) > 1, listening  # the API and the worker's gloo groups: the check sees the unit's sockets
+    assert not [a for a in listening if not a.startswith(("127.0.0.1:", "[::1]:"))], listening
 
 
 def test_systemd_analyze_verify(host):

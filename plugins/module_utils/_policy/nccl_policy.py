@@ -154,9 +154,27 @@ def topology_file(facts: Mapping[str, Any], settings: Mapping[str, Mapping[str, 
     return out
 
 
+# On one box every rank is local: torch's gloo groups (vLLM's CPU process groups, on GPUs too) and NCCL's bootstrap need
+# no other address. By default gloo listens on the address the host name resolves to and NCCL on the first interface
+# that is not loopback: on the simulated node, vLLM's worker had 15 gloo ports on the node's address, and another host
+# reached every one (issue 41). Seen moved to 127.0.0.1 by GLOO_SOCKET_IFNAME=lo there; NCCL's on GPUs not seen here.
+SINGLE_BOX_REASON = ("one box, every rank local: torch's gloo groups and NCCL's bootstrap listen on loopback only, not "
+                     "on the node's addresses where other hosts reach them (a Ray deploy uses the cluster's interface)")
+
+
+def single_box_sockets(count: int) -> Dict[str, Dict[str, str]]:
+    """The socket interfaces of a deploy on one box: gloo's always (vLLM makes gloo groups with one GPU or none),
+    NCCL's where there are GPUs to join."""
+    settings = {"GLOO_SOCKET_IFNAME": _setting("lo", "single_box_loopback", SINGLE_BOX_REASON)}
+    if count >= 2:
+        settings["NCCL_SOCKET_IFNAME"] = _setting("lo", "single_box_loopback", SINGLE_BOX_REASON)
+    return settings
+
+
 def nccl_policy(facts: Mapping[str, Any], overrides: Optional[Mapping[str, Any]] = None,
                 tuning: Optional[Mapping[str, Any]] = None, p2p_fallback: Optional[str] = None,
-                workload: str = "balanced", stale: Optional[List[str]] = None) -> Dict[str, Any]:
+                workload: str = "balanced", stale: Optional[List[str]] = None,
+                single_box: bool = False) -> Dict[str, Any]:
     """Full result: {'env': {VAR: value}, 'settings': {VAR: {value, source, rule, reason}}, 'workload',
     'topology_file' (see topology_file; PCIe boxes of 2 GPUs and more), 'warnings': [..], 'notes': [..],
     'report': [one readable line per setting, note and warning]}.
@@ -168,7 +186,9 @@ def nccl_policy(facts: Mapping[str, Any], overrides: Optional[Mapping[str, Any]]
     vllm_service_p2p_fallback lets vLLM start anyway: NCCL_P2P_DISABLE=1,
     source "p2p_gate"), inventory `overrides` (source "inventory").
     `stale` are lines naming stored results of this box that an upgrade made
-    stale (nccl_tune_info): reported as warnings, never used.
+    stale (nccl_tune_info): reported as warnings, never used. `single_box`
+    (a deploy that spans no other host) adds single_box_sockets(), below the
+    inventory's overrides.
 
     Static rules by workload on PCIe-only boxes of more than 2 GPUs: latency and
     balanced set NCCL_PROTO=LL and NCCL_ALGO=Ring (measured on single-stream
@@ -207,6 +227,8 @@ def nccl_policy(facts: Mapping[str, Any], overrides: Optional[Mapping[str, Any]]
             notes.append("Some pairs on NVLink, some not: NCCL protocol and algorithm left to NCCL.")
     for line in stale or []:
         warnings.append(line)
+    if single_box:
+        settings.update(single_box_sockets(count))
     if tuning:
         apply_tuning(settings, facts, tuning, notes, warnings, workload)
     if p2p_fallback:

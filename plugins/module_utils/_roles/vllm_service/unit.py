@@ -371,7 +371,8 @@ def unit_plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
     nccl = nccl_policy.nccl_policy(facts, v["vllm_service_nccl_overrides"],
                                    (ctx.get("tuning") or None) if v["vllm_service_nccl_tuning"] else None,
                                    ctx.get("p2p_fallback") or None, workload=workload,
-                                   stale=list(ctx.get("tuning_stale") or []))
+                                   stale=list(ctx.get("tuning_stale") or []),
+                                   single_box=not v["vllm_service_ray_address"])
 
     routes = v["vllm_service_front_routes"]
     front = api_front.front(v["vllm_service_name"], v["vllm_service_host"], port, backend_port,

@@ -564,7 +564,8 @@ def test_environment_in_the_units_order_and_its_sources():
     result = plan(facts=rtxpro_x8(), environment={"VLLM_LOGGING_LEVEL": "DEBUG", "NCCL_PROTO": "Simple"},
                   nccl_overrides={"NCCL_ALGO": None, "NCCL_DEBUG": "WARN"})
     env, src = result["environment"], result["environment_sources"]
-    assert list(env) == ["HF_HOME"] + CACHE_VARS + ["NCCL_PROTO", "VLLM_LOGGING_LEVEL", "NCCL_DEBUG", "NCCL_P2P_LEVEL"]
+    assert list(env) == ["HF_HOME"] + CACHE_VARS + ["NCCL_PROTO", "VLLM_LOGGING_LEVEL", "GLOO_SOCKET_IFNAME", "NCCL_DEBUG",
+                                                    "NCCL_P2P_LEVEL", "NCCL_SOCKET_IFNAME"]
     assert env["HF_HOME"] == "/var/cache/vllm/huggingface"
     assert src["HF_HOME"] == {"source": "variable", "rule": "vllm_hf_home", "reason": ""}
     assert (env["VLLM_LOGGING_LEVEL"], src["VLLM_LOGGING_LEVEL"]) == (
@@ -575,13 +576,26 @@ def test_environment_in_the_units_order_and_its_sources():
     assert env["NCCL_DEBUG"] == "WARN"
     assert src["NCCL_DEBUG"] == {"source": "inventory", "rule": "inventory", "reason": "set in inventory"}
     assert "NCCL_ALGO" not in env and "NCCL_ALGO removed by inventory override (policy would set Ring)." in result["nccl"]["notes"]
-    assert result["nccl"]["env"] == {k: v for k, v in env.items() if k.startswith("NCCL_")}
+    assert result["nccl"]["env"] == {k: v for k, v in env.items() if k.startswith(("NCCL_", "GLOO_"))}
     assert set(result["nccl"]) == {"env", "settings", "workload", "topology_file", "warnings", "notes", "report"}
 
 
-def test_all_nvlink_or_one_gpu_gets_no_nccl_variables():
-    assert list(plan(facts=h100_x8())["environment"]) == ["HF_HOME"] + CACHE_VARS
-    assert list(plan()["environment"]) == ["HF_HOME"] + CACHE_VARS
+def test_all_nvlink_or_one_gpu_gets_no_nccl_tuning_only_the_single_boxs_loopback_sockets():
+    assert list(plan(facts=h100_x8())["environment"]) == ["HF_HOME"] + CACHE_VARS + ["GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"]
+    assert list(plan()["environment"]) == ["HF_HOME"] + CACHE_VARS + ["GLOO_SOCKET_IFNAME"]
+
+
+def test_one_box_keeps_gloo_and_nccl_sockets_on_loopback_and_a_ray_deploy_does_not():
+    one = plan(facts=rtxpro_x8())
+    assert one["environment"]["GLOO_SOCKET_IFNAME"] == "lo" and one["environment"]["NCCL_SOCKET_IFNAME"] == "lo"
+    assert one["environment_sources"]["GLOO_SOCKET_IFNAME"]["rule"] == "single_box_loopback"
+    assert [line for line in one["nccl"]["report"] if line.startswith("NCCL_SOCKET_IFNAME=lo [policy: single_box_loopback]")]
+    # Inventory may take NCCL's back (null removes it), as any NCCL setting.
+    mine = plan(facts=rtxpro_x8(), nccl_overrides={"NCCL_SOCKET_IFNAME": None})
+    assert "NCCL_SOCKET_IFNAME" not in mine["environment"] and mine["environment"]["GLOO_SOCKET_IFNAME"] == "lo"
+    # Across boxes the ranks are elsewhere: the Ray units carry the cluster's interfaces instead.
+    ray = plan(facts=rtxpro_x8(), ray_address="10.0.0.1:6379", pipeline_parallel_size=2)
+    assert "GLOO_SOCKET_IFNAME" not in ray["environment"] and "NCCL_SOCKET_IFNAME" not in ray["environment"]
 
 
 # The compile and JIT caches, one directory per engine (unit.py ENGINE_CACHES), in the unit's (sorted) order.
@@ -619,7 +633,8 @@ def test_the_real_tuning_result_of_the_h200_sets_its_environment():
         doc["best"]["env"]["NCCL_NVLS_ENABLE"]
     # Measured elsewhere: ignored with a warning.
     other = plan(facts=rtxpro_x8(), tuning=doc)
-    assert other["nccl"]["env"] == {"NCCL_ALGO": "Ring", "NCCL_P2P_LEVEL": "SYS", "NCCL_PROTO": "LL"}
+    assert other["nccl"]["env"] == {"GLOO_SOCKET_IFNAME": "lo", "NCCL_ALGO": "Ring", "NCCL_P2P_LEVEL": "SYS",
+                                    "NCCL_PROTO": "LL", "NCCL_SOCKET_IFNAME": "lo"}
     assert "measured on another topology" in other["nccl"]["warnings"][-1]
 
 
