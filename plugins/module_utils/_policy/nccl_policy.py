@@ -187,8 +187,8 @@ def nccl_policy(facts: Mapping[str, Any], overrides: Optional[Mapping[str, Any]]
     source "p2p_gate"), inventory `overrides` (source "inventory").
     `stale` are lines naming stored results of this box that an upgrade made
     stale (nccl_tune_info): reported as warnings, never used. `single_box`
-    (a deploy that spans no other host) adds single_box_sockets(), below the
-    inventory's overrides.
+    (a deploy that spans no other host) adds single_box_sockets() after a tuning
+    result and below the inventory's overrides.
 
     Static rules by workload on PCIe-only boxes of more than 2 GPUs: latency and
     balanced set NCCL_PROTO=LL and NCCL_ALGO=Ring (measured on single-stream
@@ -227,13 +227,15 @@ def nccl_policy(facts: Mapping[str, Any], overrides: Optional[Mapping[str, Any]]
             notes.append("Some pairs on NVLink, some not: NCCL protocol and algorithm left to NCCL.")
     for line in stale or []:
         warnings.append(line)
-    if single_box:
-        settings.update(single_box_sockets(count))
     if tuning:
         apply_tuning(settings, facts, tuning, notes, warnings, workload)
     if p2p_fallback:
         settings["NCCL_P2P_DISABLE"] = _setting("1", "p2p_gate_fallback", P2P_FALLBACK_REASON, source="p2p_gate")
         warnings.append("P2P disabled (NCCL_P2P_DISABLE=1) because the P2P gate failed: %s" % p2p_fallback)
+    if single_box:
+        # After a tuning result, which drops what its measured environment leaves unset: where NCCL listens is no
+        # tuning choice. Before the inventory's overrides, which may still replace or remove NCCL's.
+        settings.update(single_box_sockets(count))
     for name, value in (overrides or {}).items():
         if not isinstance(name, str) or not name:
             raise TypeError("nccl_env overrides: variable names must be non-empty strings, got %r" % (name,))

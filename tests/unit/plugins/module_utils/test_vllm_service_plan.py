@@ -624,6 +624,9 @@ def test_the_real_tuning_result_of_the_h200_sets_its_environment():
     assert result["environment"]["NCCL_NVLS_ENABLE"] == doc["best"]["env"]["NCCL_NVLS_ENABLE"]
     assert result["environment_sources"]["NCCL_NVLS_ENABLE"]["source"] == "tuning"
     assert result["environment_sources"]["NCCL_NVLS_ENABLE"]["rule"] == "nccl_tune:" + doc["fingerprint"]
+    # A measured environment replaces the policy's, but never where gloo and NCCL listen on one box.
+    assert result["environment"]["GLOO_SOCKET_IFNAME"] == "lo"
+    assert result["environment_sources"]["GLOO_SOCKET_IFNAME"]["rule"] == "single_box_loopback"
     assert "NCCL_NVLS_ENABLE" not in plan(tuning=doc, nccl_overrides={"NCCL_NVLS_ENABLE": None})["environment"]
     assert plan(tuning={})["nccl"] == plan(tuning=None)["nccl"] == plan()["nccl"]
     # The switch off, as -e gives it (a string): the plan's converted false, the static policy (issue 28, class 6).
