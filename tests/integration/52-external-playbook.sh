@@ -58,8 +58,12 @@ index_up() {
 }
 for _ in $(seq 60); do index_up && break; sleep 0.5; done
 index_up || { echo "the FlashInfer TEST DOUBLE index on the node does not answer"; exit 1; }
-printf '%s\n' "vllm_flashinfer_index_url: http://127.0.0.1:8199/  # TEST DOUBLE index (52-external-playbook.sh)" \
+# Both indexes carry credentials, as a lab's mirrors do (PyPI and http.server ignore them): no output of any run may
+# show the password (issue 41, class 4; checked at the end).
+index_pw="pw-moeopsTEST$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
+printf '%s\n' "vllm_flashinfer_index_url: http://moeops:$index_pw@127.0.0.1:8199/  # TEST DOUBLE index (52-external-playbook.sh)" \
   "vllm_allow_insecure_sources: true  # the TEST DOUBLE index serves plain http on the node's loopback" \
+  "vllm_index_url: https://moeops:$index_pw@pypi.org/simple" \
   >> "$project/group_vars/all.yml"
 echo "--- FlashInfer TEST DOUBLE index on the node: flashinfer-cubin $fi_version (vLLM $vllm_version)"
 
@@ -142,4 +146,8 @@ echo "one knob: changed=1; $(grep -oE 'vllm_service: glm-5[^"]*' "$work/one_knob
 grep -oE '\[WARNING\]: vllm_service: vllm_service_tensor_paralel_size[^(]*\(did you mean [a-z_]*\?\)' "$work/one_knob.log" | head -1
 # And back: the next run restores the unit (the node is left as the shipped playbook made it).
 run restore service_only.yml
+# The indexes' password: in no output of any run; their URLs shown masked.
+if grep -lF "$index_pw" "$work"/*.log; then echo "the index password leaked into the output above"; exit 1; fi
+grep -qF "from http://****@127.0.0.1:8199/" "$work/converge.log" || { echo "the converge did not show FlashInfer's index, masked"; exit 1; }
+echo "index password: in none of $(ls "$work"/*.log | wc -l) outputs; the URLs shown masked"
 echo "external playbook: passed in $((SECONDS - start)) s"

@@ -13,7 +13,7 @@ option values. The rules live in this package:
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping
+from typing import Any, Dict, List, Mapping
 
 from ansible_collections.moeops.inference.plugins.module_utils._common import specs
 from ansible_collections.moeops.inference.plugins.module_utils._common.plan import PlanError
@@ -37,7 +37,8 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
     (gpus), and optionally the profile already loaded (profile), the stored NCCL tuning result (tuning) and the lines
     naming results an upgrade made stale (tuning_stale), the staged weights (model_weights_path, model_weights_config),
     the P2P gate's failure for the fallback (p2p_fallback), the front's TLS files as read on the node
-    (front_tls_files), and report (true for a read-only report: no GPU read is a warning unless required)."""
+    (front_tls_files), vllm_service_host looked up on the node (host_lookup: {name, rc}), and report (true for a
+    read-only report: no GPU read is a warning unless required)."""
     profile = ctx.get("profile")
     if profile is None:
         try:
@@ -53,7 +54,7 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
             facts["count"] or 0, int):
         raise PlanError(["ansible_facts.nvidia_gpu: expected the facts of moeops.inference.gpu_facts (a whole count "
                          "of GPUs in it)"])
-    for key in ("tuning", "model_weights_config", "front_tls_files"):
+    for key in ("tuning", "model_weights_config", "front_tls_files", "host_lookup"):
         if ctx.get(key) is not None and not isinstance(ctx[key], Mapping):
             raise PlanError(["%s: expected a mapping or nothing, got %s" % (
                 {"tuning": "the stored NCCL tuning result"}.get(key, key), type(ctx[key]).__name__)])
@@ -83,6 +84,7 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
                                                                                 unit["environment"]))
     found["problems"] += recorded["problems"]
     found["problems"] += unit["engine_gate"]["problems"]
+    found["problems"] += host_lookup_problems(v["vllm_service_host"], ctx.get("host_lookup"), unit["front"])
     found["warnings"] += recorded["warnings"]
     if int(facts.get("count") or 0) or tp_given is not None:
         # What vLLM's weight loader refuses (or only the GPU can settle) for the layout the unit runs. These rules need
@@ -105,6 +107,18 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
         unit["canary"]["run"] = False
     return {"plan": unit, "problems": found["problems"], "warnings": found["warnings"],
             "outcome": outcome(v, unit, profile)}
+
+
+def host_lookup_problems(host: Any, lookup: Any, front: Mapping[str, Any]) -> List[str]:
+    """A vllm_service_host name that the node cannot resolve (`lookup`: getent ahosts on the node, from the role's
+    check): whatever binds it, the front's nginx (`listen`) or vLLM, fails at start, after the run changed the node
+    (nginx -t refused it late, issue 41, class 5). An address resolves to itself."""
+    if not isinstance(lookup, Mapping) or lookup.get("name") != host or lookup.get("rc") in (None, 0):
+        return []
+    binder = "the front's nginx (listen)" if front.get("enabled") else "vLLM (--host)"
+    return ["vllm_service_host %r does not resolve on the node (getent ahosts exit %s): %s binds it at start and would "
+            "fail there, after this run had changed the node; use an address, or a name the node resolves"
+            % (host, lookup.get("rc"), binder)]
 
 
 def outcome(v: Mapping[str, Any], unit: Mapping[str, Any], profile: Mapping[str, Any]) -> str:
