@@ -149,5 +149,5 @@ run restore service_only.yml
 # The indexes' password: in no output of any run; their URLs shown masked.
 if grep -lF "$index_pw" "$work"/*.log; then echo "the index password leaked into the output above"; exit 1; fi
 grep -qF "from http://****@127.0.0.1:8199/" "$work/converge.log" || { echo "the converge did not show FlashInfer's index, masked"; exit 1; }
-echo "index password: in none of $(ls "$work"/*.log | wc -l) outputs; the URLs shown masked"
+echo "index password: in none of $(find "$work" -maxdepth 1 -name "*.log" | wc -l) outputs; the URLs shown masked"
 echo "external playbook: passed in $((SECONDS - start)) s"
