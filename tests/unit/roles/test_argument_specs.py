@@ -105,8 +105,10 @@ def test_every_role_has_a_check_entry_point_with_the_main_options(role):
 TASK_KEYWORDS = {"name", "when", "register", "check_mode", "changed_when", "failed_when", "tags", "vars", "no_log",
                  "delegate_to", "run_once", "become", "args", "loop", "loop_control", "listen", "environment", "block",
                  "rescue", "always", "until", "retries", "delay", "notify", "ignore_errors"}
-# What a check may do before it plans: read (facts, files, the GPUs, the tuning record), never derive or change.
-READS = {"ansible.builtin.setup", "ansible.builtin.slurp", "ansible.builtin.stat", "moeops.inference.nccl_tune_info"}
+# What a check may do before it plans: read (facts, files, the GPUs, the tuning record, the node's name service),
+# never derive or change.
+READS = {"ansible.builtin.setup", "ansible.builtin.slurp", "ansible.builtin.stat", "moeops.inference.nccl_tune_info",
+         "ansible.builtin.getent"}
 
 
 @pytest.mark.parametrize("role", ROLES)

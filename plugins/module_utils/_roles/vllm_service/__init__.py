@@ -37,7 +37,7 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
     (gpus), and optionally the profile already loaded (profile), the stored NCCL tuning result (tuning) and the lines
     naming results an upgrade made stale (tuning_stale), the staged weights (model_weights_path, model_weights_config),
     the P2P gate's failure for the fallback (p2p_fallback), the front's TLS files as read on the node
-    (front_tls_files), vllm_service_host looked up on the node (host_lookup: {name, rc}), and report (true for a
+    (front_tls_files), vllm_service_host looked up on the node (host_lookup: {name, found}), and report (true for a
     read-only report: no GPU read is a warning unless required)."""
     profile = ctx.get("profile")
     if profile is None:
@@ -110,15 +110,16 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
 
 
 def host_lookup_problems(host: Any, lookup: Any, front: Mapping[str, Any]) -> List[str]:
-    """A vllm_service_host name that the node cannot resolve (`lookup`: getent ahosts on the node, from the role's
-    check): whatever binds it, the front's nginx (`listen`) or vLLM, fails at start, after the run changed the node
-    (nginx -t refused it late, issue 41, class 5). An address resolves to itself."""
-    if not isinstance(lookup, Mapping) or lookup.get("name") != host or lookup.get("rc") in (None, 0):
+    """A vllm_service_host name that the node cannot resolve (`lookup`: {name, found}, from ansible.builtin.getent's
+    ahosts on the node, in the role's check and preflight): whatever binds it, the front's nginx (`listen`) or vLLM,
+    fails at start, after the run changed the node (nginx -t refused it late, issue 41, class 5). An address resolves
+    to itself."""
+    if not isinstance(lookup, Mapping) or lookup.get("name") != host or lookup.get("found") is not False:
         return []
     binder = "the front's nginx (listen)" if front.get("enabled") else "vLLM (--host)"
-    return ["vllm_service_host %r does not resolve on the node (getent ahosts exit %s): %s binds it at start and would "
-            "fail there, after this run had changed the node; use an address, or a name the node resolves"
-            % (host, lookup.get("rc"), binder)]
+    return ["vllm_service_host %r does not resolve on the node (getent ahosts finds no address): %s binds it at start "
+            "and would fail there, after this run had changed the node; use an address, or a name the node resolves"
+            % (host, binder)]
 
 
 def outcome(v: Mapping[str, Any], unit: Mapping[str, Any], profile: Mapping[str, Any]) -> str:
