@@ -117,13 +117,16 @@ def engines_dir_problems(v: Mapping[str, Any]) -> List[str]:
             "and the role removes old ones there" % (n, engines) for n in inside]
 
 
+def tls_environment(v: Mapping[str, Any]) -> Dict[str, str]:
+    """vllm_ca_bundle for uv and pip (a TLS-intercepting proxy's CA), where one is set."""
+    return {"SSL_CERT_FILE": v["vllm_ca_bundle"], "PIP_CERT": v["vllm_ca_bundle"]} if v.get("vllm_ca_bundle") else {}
+
+
 def uv_environment(v: Mapping[str, Any], index_url: Any = None) -> Dict[str, str]:
     """The environment of every uv command the roles run: no Python downloads, the cache, the CA bundle, and the
     index (`index_url`, else vllm_index_url). The index goes in UV_DEFAULT_INDEX, never in argv: a URL may carry a
     password, and argv is what `ps` shows every local user and what Ansible prints when the command fails."""
-    env = {"UV_PYTHON_DOWNLOADS": "never", "UV_CACHE_DIR": v["vllm_uv_cache_dir"]}
-    if v.get("vllm_ca_bundle"):
-        env.update(SSL_CERT_FILE=v["vllm_ca_bundle"], PIP_CERT=v["vllm_ca_bundle"])
+    env = dict({"UV_PYTHON_DOWNLOADS": "never", "UV_CACHE_DIR": v["vllm_uv_cache_dir"]}, **tls_environment(v))
     index = str(index_url if index_url is not None else v.get("vllm_index_url") or "").strip()
     if index:
         env["UV_DEFAULT_INDEX"] = index
@@ -207,12 +210,11 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
     lock_argv = [uv, "pip", "compile", "-", "--python", v["vllm_python"], "--no-header", "--no-annotate", "--quiet"]
     for f in uv_files:
         lock_argv += [f["option"], f["path"]]
-    tls = {"SSL_CERT_FILE": v["vllm_ca_bundle"], "PIP_CERT": v["vllm_ca_bundle"]} if v["vllm_ca_bundle"] else {}
     # The lock is resolved from the index it is installed from (uv_env's UV_DEFAULT_INDEX): a mirror's own versions,
     # never PyPI's behind its back.
     uv_env = uv_environment(v)
     # pip, which installs uv itself, reads the index from the environment too.
-    pip_env = dict(tls, **({"PIP_INDEX_URL": v["vllm_index_url"]} if v["vllm_index_url"] else {}))
+    pip_env = dict(tls_environment(v), **({"PIP_INDEX_URL": v["vllm_index_url"]} if v["vllm_index_url"] else {}))
     flashinfer = flashinfer_plan(v)
     receipt = {"format": receipts.FORMAT, "engine": v["vllm_engine"], "package": engine["package"], "version": version,
                "python": v["vllm_python"], "inputs_sha256": digest, "requirements": inputs["requirements"],

@@ -37,7 +37,7 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
     (gpus), and optionally the profile already loaded (profile), the stored NCCL tuning result (tuning) and the lines
     naming results an upgrade made stale (tuning_stale), the staged weights (model_weights_path, model_weights_config),
     the P2P gate's failure for the fallback (p2p_fallback), the front's TLS files as read on the node
-    (front_tls_files), vllm_service_host looked up on the node (host_lookup: {name, found}), and report (true for a
+    (front_tls_files), vllm_service_host looked up on the node (host_lookup: see host_lookup_problems), and report (true for a
     read-only report: no GPU read is a warning unless required)."""
     profile = ctx.get("profile")
     if profile is None:
@@ -110,11 +110,13 @@ def plan(v: Mapping[str, Any], ctx: Mapping[str, Any]) -> Dict[str, Any]:
 
 
 def host_lookup_problems(host: Any, lookup: Any, front: Mapping[str, Any]) -> List[str]:
-    """A vllm_service_host name that the node cannot resolve (`lookup`: {name, found}, from ansible.builtin.getent's
-    ahosts on the node, in the role's check and preflight): whatever binds it, the front's nginx (`listen`) or vLLM,
+    """A vllm_service_host name that the node cannot resolve (`lookup`: {name, ahosts}, ahosts the facts of
+    ansible.builtin.getent's ahosts on the node, in the role's check and preflight: keyed by the addresses found, or
+    holding the name itself with null when there is none): whatever binds it, the front's nginx (`listen`) or vLLM,
     fails at start, after the run changed the node (nginx -t refused it late, issue 41, class 5). An address resolves
     to itself."""
-    if not isinstance(lookup, Mapping) or lookup.get("name") != host or lookup.get("found") is not False:
+    ahosts = lookup.get("ahosts") if isinstance(lookup, Mapping) and lookup.get("name") == host else None
+    if not isinstance(ahosts, Mapping) or host not in ahosts or ahosts[host] is not None:
         return []
     binder = "the front's nginx (listen)" if front.get("enabled") else "vLLM (--host)"
     return ["vllm_service_host %r does not resolve on the node (getent ahosts finds no address): %s binds it at start "

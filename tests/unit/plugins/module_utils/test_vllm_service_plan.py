@@ -859,14 +859,15 @@ def test_the_gates_requests_must_fit_the_units_length_unless_it_is_off():
 
 def test_a_host_name_the_node_cannot_resolve_is_refused_before_any_change():
     """Issue 41, class 5: nginx -t refused it only after the run had changed the node; the role's check (and preflight)
-    look vllm_service_host up on the node (ansible.builtin.getent) and hand the plan whether it was found."""
+    look vllm_service_host up on the node (ansible.builtin.getent) and hand the plan its facts."""
     from ansible_collections.moeops.inference.plugins.module_utils._roles import vllm_service
     front = {"enabled": True}
-    assert vllm_service.host_lookup_problems("gpu7.lab.example", {"name": "gpu7.lab.example", "found": False}, front) == [
+    assert vllm_service.host_lookup_problems("gpu7.lab.example", {"name": "gpu7.lab.example", "ahosts": {"gpu7.lab.example": None}}, front) == [
         "vllm_service_host 'gpu7.lab.example' does not resolve on the node (getent ahosts finds no address): the "
         "front's nginx (listen) binds it at start and would fail there, after this run had changed the node; use an "
         "address, or a name the node resolves"]
-    assert "vLLM (--host)" in vllm_service.host_lookup_problems("h", {"name": "h", "found": False}, {"enabled": False})[0]
+    assert "vLLM (--host)" in vllm_service.host_lookup_problems("h", {"name": "h", "ahosts": {"h": None}}, {"enabled": False})[0]
     # Resolved, not looked up, or looked up for another value (a stale register): nothing to say.
-    for lookup in ({"name": "h", "found": True}, None, {"name": "other", "found": False}, {"name": "h"}):
+    for lookup in ({"name": "h", "ahosts": {"10.0.0.7": [["STREAM", "h"]]}}, None, {"name": "other", "ahosts": {"other": None}},
+                   {"name": "h"}):
         assert vllm_service.host_lookup_problems("h", lookup, front) == []
